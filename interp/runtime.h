@@ -1,0 +1,22 @@
+// runtime.h - setting up a lua_State as lazylua: standard libraries, the
+// `tensor` module and the embedded standard library modules.
+#pragma once
+
+struct lua_State;
+
+namespace lazylua {
+
+// The program's version, e.g. "0.1.0".
+const char* version();
+
+// Opens Lua's standard libraries, loads the `tensor` module into the global
+// `tensor` (and package.loaded.tensor), and makes the embedded stdlib
+// modules (nn, optim, ...) resolvable with require. Raises a Lua error on
+// failure, so call it inside a protected call.
+void open_lazylua(lua_State* L);
+
+// Tab completion needs the names of tensor methods: returns the method table
+// of the Tensor metatable pushed onto the stack (or nil).
+void push_tensor_methods(lua_State* L);
+
+}  // namespace lazylua

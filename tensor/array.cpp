@@ -1,0 +1,147 @@
+// array.cpp - buffers and strided views.
+#include "array.h"
+
+#include <algorithm>
+
+#include "allocator.h"
+#include "kernels/elementwise.h"
+
+namespace lazylua {
+
+Buffer::Buffer(size_t nbytes) : data_(allocate_buffer(nbytes)), nbytes_(nbytes) {}
+
+Buffer::Buffer(void* data, size_t nbytes, std::function<void(void*)> release)
+    : data_(data), nbytes_(nbytes), release_(std::move(release)) {}
+
+Buffer::~Buffer() {
+  if (release_) {
+    release_(data_);
+  } else {
+    free_buffer(data_, nbytes_);
+  }
+}
+
+Array Array::empty(const Shape& shape, DType dtype, const char* op) {
+  const int64_t count = checked_numel(shape, op);
+  Array array;
+  array.buffer = make_ref<Buffer>(static_cast<size_t>(count) * dtype_size(dtype));
+  array.shape = shape;
+  array.strides = contiguous_strides(shape);
+  array.dtype = dtype;
+  return array;
+}
+
+bool Array::is_contiguous() const {
+  int64_t expected = 1;
+  for (int i = rank() - 1; i >= 0; i--) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return numel() == 0;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+Array Array::view_as(const Shape& new_shape, const Strides& new_strides, int64_t new_offset) const {
+  Array view;
+  view.buffer = buffer;
+  view.offset = new_offset;
+  view.shape = new_shape;
+  view.strides = new_strides;
+  view.dtype = dtype;
+  return view;
+}
+
+Array Array::transposed(int dim_a, int dim_b) const {
+  Shape new_shape = shape;
+  Strides new_strides = strides;
+  std::swap(new_shape[dim_a], new_shape[dim_b]);
+  std::swap(new_strides[dim_a], new_strides[dim_b]);
+  return view_as(new_shape, new_strides, offset);
+}
+
+Array Array::narrowed(int dim, int64_t start, int64_t length) const {
+  Shape new_shape = shape;
+  new_shape[dim] = length;
+  return view_as(new_shape, strides, offset + (length > 0 ? start * strides[dim] : 0));
+}
+
+Array Array::selected(int dim, int64_t index) const {
+  Shape new_shape = shape;
+  Strides new_strides = strides;
+  new_shape.erase(dim);
+  new_strides.erase(dim);
+  return view_as(new_shape, new_strides, offset + index * strides[dim]);
+}
+
+Array Array::expanded(const Shape& target) const {
+  LAZYLUA_ASSERT(target.rank() >= rank());
+  Strides new_strides = Strides::filled(target.rank(), 0);
+  const int lead = target.rank() - rank();
+  for (int i = 0; i < rank(); i++) {
+    LAZYLUA_ASSERT(shape[i] == target[lead + i] || shape[i] == 1);
+    new_strides[lead + i] = shape[i] == target[lead + i] ? strides[i] : 0;
+  }
+  return view_as(target, new_strides, offset);
+}
+
+// Walks the old dims from the innermost, in runs that are contiguous among
+// themselves, and lays the new extents over each run; a new dim that would
+// straddle two runs means no view exists.
+Array Array::try_reshape_view(const Shape& new_shape) const {
+  if (numel() == 0 || is_contiguous()) {
+    return view_as(new_shape, contiguous_strides(new_shape), offset);
+  }
+  Strides new_strides = Strides::filled(new_shape.rank(), 0);
+  int view_dim = new_shape.rank() - 1;
+  int64_t run_base_stride = strides[rank() - 1];
+  int64_t run_numel = 1, view_numel = 1;
+  for (int dim = rank() - 1; dim >= 0; dim--) {
+    run_numel *= shape[dim];
+    const bool run_ends =
+        dim == 0 || (shape[dim - 1] != 1 && strides[dim - 1] != run_numel * run_base_stride);
+    if (!run_ends) continue;
+    while (view_dim >= 0 && (view_numel < run_numel || new_shape[view_dim] == 1)) {
+      new_strides[view_dim] = view_numel * run_base_stride;
+      view_numel *= new_shape[view_dim];
+      view_dim--;
+    }
+    if (view_numel != run_numel) return Array{};
+    if (dim > 0) {
+      run_base_stride = strides[dim - 1];
+      run_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_dim != -1) return Array{};
+  return view_as(new_shape, new_strides, offset);
+}
+
+namespace {
+
+// The [first, last] element offsets an array touches (strides may be 0 but
+// are never negative).
+std::pair<int64_t, int64_t> element_span(const Array& a) {
+  int64_t last = a.offset;
+  for (int i = 0; i < a.rank(); i++) last += (a.shape[i] - 1) * a.strides[i];
+  return {a.offset, last};
+}
+
+}  // namespace
+
+bool may_overlap(const Array& a, const Array& b) {
+  if (a.buffer.get() != b.buffer.get() || a.numel() == 0 || b.numel() == 0) return false;
+  const auto [a_first, a_last] = element_span(a);
+  const auto [b_first, b_last] = element_span(b);
+  const int64_t a_size = dtype_size(a.dtype), b_size = dtype_size(b.dtype);
+  return a_first * a_size <= b_last * b_size + b_size - 1 &&
+         b_first * b_size <= a_last * a_size + a_size - 1;
+}
+
+Array contiguous(const Array& a) {
+  if (a.is_contiguous()) return a;
+  Array copy = Array::empty(a.shape, a.dtype);
+  copy_kernel(a, copy);
+  return copy;
+}
+
+}  // namespace lazylua

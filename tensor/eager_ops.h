@@ -1,0 +1,93 @@
+// eager_ops.h - every tensor op, executed at once on Arrays.
+//
+// Each op validates its arguments (shape and dtype errors are Errors naming
+// the op and the shapes), infers the result's shape and dtype, allocates the
+// result and runs the reference kernel. Dims and indices are 0-based here:
+// the Lua binding has already normalized them with normalize_dim/index.
+// This is eager mode, and what the lazy executor calls for each node.
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "array.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+
+namespace lazylua::ops {
+
+// A Lua number taking part in an op (see promote_with_scalar in dtype.h).
+struct Scalar {
+  double value = 0;        // the number as a double
+  int64_t integer = 0;     // exact value when is_integer
+  bool is_integer = false;
+
+  static Scalar from_double(double v) { return {v, static_cast<int64_t>(0), false}; }
+  static Scalar from_integer(int64_t v) { return {static_cast<double>(v), v, true}; }
+};
+
+// Factories.
+Array full(const Shape& shape, Scalar value, DType dtype);
+Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype);
+Array linspace(double start, double stop, int64_t steps, DType dtype);
+Array eye(int64_t rows, int64_t cols, DType dtype);
+Array rand(const Shape& shape, DType dtype);
+Array randn(const Shape& shape, DType dtype);
+Array randint(int64_t low, int64_t high, const Shape& shape, DType dtype);
+Array randperm(int64_t n);
+
+// Elementwise.
+Array unary(UnaryOp op, const Array& a);
+Array binary(BinaryOp op, const Array& a, const Array& b);
+Array binary(BinaryOp op, const Array& a, Scalar b);
+Array binary(BinaryOp op, Scalar a, const Array& b);
+Array where(const Array& cond, const Array& a, const Array& b);
+Array clamp(const Array& a, std::optional<double> low, std::optional<double> high);
+Array cast(const Array& a, DType dtype);  // returns `a` itself when already dtype
+
+// In place: self is updated (through its view into the base). The result
+// dtype of the op must be self's dtype (an f32 result cannot go into an i64
+// tensor: Error, as in PyTorch); other's shape must broadcast to self's.
+void unary_(UnaryOp op, const Array& self);
+void binary_(BinaryOp op, const Array& self, const Array& other);
+void binary_(BinaryOp op, const Array& self, Scalar other);
+void clamp_(const Array& self, std::optional<double> low, std::optional<double> high);
+void fill_(const Array& self, Scalar value);
+void copy_(const Array& self, const Array& source);  // source broadcasts to self, any dtype
+
+// Reductions. dim == nullopt reduces everything to a scalar (keepdim then
+// keeps every dim as extent 1).
+Array reduce(ReduceOp op, const Array& a, std::optional<int> dim, bool keepdim);
+// values, 1-based i64 indices.
+std::pair<Array, Array> max_min_dim(bool is_max, const Array& a, int dim, bool keepdim);
+Array arg_max_min(bool is_max, const Array& a, std::optional<int> dim, bool keepdim);
+Array softmax(const Array& a, int dim, bool log);
+Array cumsum(const Array& a, int dim);
+
+// Linear algebra: matmul follows torch.matmul (1-D, 2-D, batched with
+// broadcast batch dims).
+Array matmul(const Array& a, const Array& b);
+
+// Views: share a's buffer.
+Array view(const Array& a, const Shape& shape);  // Error if not viewable; -1 allowed
+Array reshape(const Array& a, const Shape& shape);  // a view when possible, else a copy
+Array transpose(const Array& a, int dim_a, int dim_b);
+Array permute(const Array& a, const std::vector<int>& order);
+Array narrow(const Array& a, int dim, int64_t start, int64_t length);
+Array select(const Array& a, int dim, int64_t index);
+Array squeeze(const Array& a, std::optional<int> dim);
+Array unsqueeze(const Array& a, int dim);  // dim in [0, rank]
+Array expand(const Array& a, const Shape& shape);  // -1 keeps an extent
+Array flatten(const Array& a, int start_dim, int end_dim);
+
+// Joins and indexing (index arrays hold 1-based positions).
+Array cat(const std::vector<Array>& inputs, int dim);
+Array stack(const std::vector<Array>& inputs, int dim);
+Array gather(const Array& a, int dim, const Array& index);
+Array index_select(const Array& a, int dim, const Array& index);
+
+// Resolves one -1 extent of `shape` against `numel`; Errors name `op`.
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
+
+}  // namespace lazylua::ops

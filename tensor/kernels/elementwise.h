@@ -1,0 +1,123 @@
+// elementwise.h - reference kernels for elementwise ops (unary, binary,
+// where, casts, fills). These are eager mode, the fallback for ops the
+// compiler does not lower, and the oracle in tests: correct in every corner,
+// and fast on contiguous data (vectorized, threaded past kElementwiseGrain).
+#pragma once
+
+#include "../array.h"
+
+namespace lazylua {
+
+// Unary ops. Float-only ops (exp ... gelu) are only called with f32/f64;
+// the op layer promotes integer inputs first. abs/neg/sign/square keep ints.
+#define LAZYLUA_UNARY_OPS(X) \
+  X(neg)                     \
+  X(abs)                     \
+  X(sign)                    \
+  X(square)                  \
+  X(exp)                     \
+  X(expm1)                   \
+  X(log)                     \
+  X(log1p)                   \
+  X(log2)                    \
+  X(sqrt)                    \
+  X(rsqrt)                   \
+  X(reciprocal)              \
+  X(sin)                     \
+  X(cos)                     \
+  X(tan)                     \
+  X(tanh)                    \
+  X(sigmoid)                 \
+  X(relu)                    \
+  X(gelu)                    \
+  X(floor)                   \
+  X(ceil)                    \
+  X(round)                   \
+  X(trunc)                   \
+  X(logical_not)
+
+enum class UnaryOp {
+#define LAZYLUA_ENUM_ITEM(name) name,
+  LAZYLUA_UNARY_OPS(LAZYLUA_ENUM_ITEM)
+#undef LAZYLUA_ENUM_ITEM
+};
+const char* unary_op_name(UnaryOp op);
+// True for ops whose result is meaningful only in floating point (the op
+// layer turns an integer input into the default float type first).
+bool unary_needs_float(UnaryOp op);
+
+// Binary ops. Comparisons and logical ops produce bool.
+//   div: true division (floats only; the op layer promotes ints).
+//   floordiv: floor(a / b); for ints rounds toward -inf like Lua's //, and
+//     x // 0 raises Error for integers (Lua: "attempt to perform 'n//0'").
+//   mod: a - floor(a / b) * b, the sign of b, like Lua's % and PyTorch's
+//     remainder; integer x % 0 raises Error.
+//   pow: ints use exact integer powers (a negative exponent raises Error
+//     unless the base is 1 or -1); floats use std::pow.
+//   maximum/minimum: elementwise; NaN propagates for floats.
+#define LAZYLUA_BINARY_OPS(X) \
+  X(add)                      \
+  X(sub)                      \
+  X(mul)                      \
+  X(div)                      \
+  X(floordiv)                 \
+  X(mod)                      \
+  X(pow)                      \
+  X(maximum)                  \
+  X(minimum)                  \
+  X(atan2)                    \
+  X(eq)                       \
+  X(ne)                       \
+  X(lt)                       \
+  X(le)                       \
+  X(gt)                       \
+  X(ge)                       \
+  X(logical_and)              \
+  X(logical_or)               \
+  X(logical_xor)
+
+enum class BinaryOp {
+#define LAZYLUA_ENUM_ITEM(name) name,
+  LAZYLUA_BINARY_OPS(LAZYLUA_ENUM_ITEM)
+#undef LAZYLUA_ENUM_ITEM
+};
+const char* binary_op_name(BinaryOp op);
+bool binary_is_comparison(BinaryOp op);  // eq..ge and logical_*: result is bool
+
+// out = op(in). `in` and `out` have equal shapes; `in` may have any strides
+// (including 0) and dtype equal to out's (for logical_not: any dtype in, bool
+// out). `out` may have any non-overlapping strides and may be `in` itself.
+void unary_kernel(UnaryOp op, const Array& in, const Array& out);
+
+// out = op(a, b). a and b have the same dtype (the compute dtype) and shapes
+// that broadcast to out.shape (the kernel expands them with 0 strides).
+// out's dtype is the compute dtype, or bool for comparisons/logical ops.
+// out may be exactly a or b (in-place), never a partial overlap.
+void binary_kernel(BinaryOp op, const Array& a, const Array& b, const Array& out);
+
+// out = cond ? a : b, with cond bool; a, b and out share a dtype; all three
+// broadcast to out.shape.
+void where_kernel(const Array& cond, const Array& a, const Array& b, const Array& out);
+
+// out = clamp(in, lo, hi) with optional bounds (NaN bounds are "absent").
+// Same dtype in and out; bounds are converted to it.
+void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, double high,
+                  const Array& out);
+
+// dst = convert(src) elementwise, any dtypes, src broadcast to dst.shape.
+// Float -> int truncates toward zero (NaN and out-of-range values become 0
+// rather than undefined behaviour); anything -> bool is `!= 0`.
+void copy_kernel(const Array& src, const Array& dst);
+
+// Every element of dst (any strides) set to value converted to dst's dtype.
+void fill_kernel(const Array& dst, double value);
+void fill_kernel_int(const Array& dst, int64_t value);  // exact for i64
+
+// dst[i] = start + i * step for a contiguous 1-D dst.
+void arange_kernel(const Array& dst, double start, double step);
+
+// True if any element is nonzero / all elements are nonzero.
+bool any_nonzero(const Array& a);
+bool all_nonzero(const Array& a);
+
+}  // namespace lazylua

@@ -1,0 +1,161 @@
+// thread_pool.cpp - one pool of sleeping workers for the kernels.
+#include "thread_pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace lazylua {
+namespace {
+
+int default_thread_count() {
+  if (const char* text = std::getenv("LAZYLUA_THREADS")) {
+    const int n = std::atoi(text);
+    if (n >= 1) return std::min(n, 256);
+  }
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores >= 1 ? static_cast<int>(std::min(cores, 256L)) : 1;
+}
+
+thread_local bool inside_parallel_region = false;
+
+// One job at a time: the caller publishes it under the mutex, bumps the
+// generation, wakes the workers, runs chunk 0 itself, then sleeps until the
+// last chunk is done. Workers sleep on the condition variable between jobs.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads) { resize(threads); }
+  ~ThreadPool() { stop_workers(); }
+
+  int threads() const { return threads_; }
+
+  void resize(int threads) {
+    stop_workers();
+    threads_ = threads;
+    stopping_ = false;
+    for (int i = 1; i < threads; i++) workers_.emplace_back([this, i] { worker_loop(i); });
+  }
+
+  void run(int64_t n, int64_t grain, RangeFunction fn, void* context) {
+    std::lock_guard job_lock(job_mutex_);  // one parallel job at a time
+    const int64_t chunks = std::min<int64_t>(threads_, (n + grain - 1) / grain);
+    {
+      std::lock_guard lock(mutex_);
+      job_ = {n, chunks, fn, context};
+      pending_ = static_cast<int>(chunks) - 1;
+      error_ = nullptr;
+      generation_++;
+    }
+    wake_workers_.notify_all();
+    run_chunk(0);
+    std::unique_lock lock(mutex_);
+    job_done_.wait(lock, [this] { return pending_ == 0; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  struct Job {
+    int64_t n = 0, chunks = 0;
+    RangeFunction fn = nullptr;
+    void* context = nullptr;
+  };
+
+  void run_chunk(int64_t chunk) {
+    const int64_t begin = job_.n * chunk / job_.chunks;
+    const int64_t end = job_.n * (chunk + 1) / job_.chunks;
+    inside_parallel_region = true;
+    try {
+      job_.fn(job_.context, begin, end);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    inside_parallel_region = false;
+  }
+
+  void worker_loop(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_workers_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_) return;
+        seen = generation_;
+        if (index >= job_.chunks) continue;
+      }
+      run_chunk(index);
+      std::lock_guard lock(mutex_);
+      if (--pending_ == 0) job_done_.notify_one();
+    }
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_workers_.notify_all();
+    for (std::thread& worker : workers_) worker.join();
+    workers_.clear();
+  }
+
+  int threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex job_mutex_;
+  std::mutex mutex_;
+  std::condition_variable wake_workers_, job_done_;
+  Job job_;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+std::atomic<int> configured_threads{0};
+
+ThreadPool& pool() {
+  // Leaked on purpose: workers must outlive any static destructor that could
+  // still run a kernel.
+  static ThreadPool* instance = new ThreadPool(thread_count());
+  return *instance;
+}
+
+}  // namespace
+
+int thread_count() {
+  int n = configured_threads.load(std::memory_order_relaxed);
+  if (n == 0) {
+    n = default_thread_count();
+    configured_threads.store(n, std::memory_order_relaxed);
+    openblas_set_num_threads(n);
+  }
+  return n;
+}
+
+void set_thread_count(int n) {
+  n = std::clamp(n, 1, 256);
+  configured_threads.store(n, std::memory_order_relaxed);
+  openblas_set_num_threads(n);
+  if (pool().threads() != n) pool().resize(n);
+}
+
+void parallel_for_raw(int64_t n, int64_t grain, RangeFunction fn, void* context) {
+  grain = std::max<int64_t>(grain, 1);
+  if (inside_parallel_region || n <= grain || thread_count() == 1) {
+    if (n > 0) fn(context, 0, n);
+    return;
+  }
+  pool().run(n, grain, fn, context);
+}
+
+}  // namespace lazylua

@@ -1,0 +1,42 @@
+// thread_pool.h - the one pool of worker threads the kernels share.
+#pragma once
+
+#include <cstdint>
+
+namespace lazylua {
+
+// Workers sleep on a condition variable between jobs instead of spinning:
+// on a 2-core machine a spinning pool steals the cores OpenBLAS needs. BLAS
+// calls and our kernels never run at the same time, so the two pools take
+// turns instead of fighting.
+//
+// Number of threads kernels use (workers + the calling thread). Defaults to
+// LAZYLUA_THREADS or the number of cores.
+int thread_count();
+// Changes the thread count for kernels and for OpenBLAS; n >= 1.
+void set_thread_count(int n);
+
+using RangeFunction = void (*)(void* context, int64_t begin, int64_t end);
+
+// Splits [0, n) into contiguous chunks of at least `grain` items and runs
+// fn(context, begin, end) on them, on the pool and the calling thread.
+// Runs inline when n <= grain or there is one thread. Must not be called
+// from inside a parallel region (it then runs inline).
+void parallel_for_raw(int64_t n, int64_t grain, RangeFunction fn, void* context);
+
+template <typename F>
+void parallel_for(int64_t n, int64_t grain, F&& body) {
+  if (n <= grain || thread_count() == 1) {
+    if (n > 0) body(int64_t{0}, n);
+    return;
+  }
+  parallel_for_raw(
+      n, grain,
+      [](void* context, int64_t begin, int64_t end) { (*static_cast<F*>(context))(begin, end); },
+      &body);
+}
+
+// Elements per chunk below which elementwise work is not worth splitting.
+constexpr int64_t kElementwiseGrain = 32768;
+
+}  // namespace lazylua

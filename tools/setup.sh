@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what lazylua needs to build, test and run, from Debian's packages.
+# Idempotent: installs only what is missing. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  liblua5.4-dev lua5.4 lua-filesystem
+  libreadline-dev libfmt-dev
+  libprotobuf-dev protobuf-compiler
+  libopenblas-dev
+  libgtest-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_prefix=()
+if [ "$(id -u)" -ne 0 ]; then sudo_prefix=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_prefix[@]}" apt-get update -qq
+"${sudo_prefix[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
