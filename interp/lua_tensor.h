@@ -1,0 +1,24 @@
+// lua_tensor.h - the Tensor userdata and the `tensor` module.
+#pragma once
+
+#include <lua.hpp>
+
+#include "tensor/array.h"
+
+namespace lazylua {
+
+// Name of the Tensor metatable in the registry (also its __name, which Lua
+// uses in messages such as "got lazylua.Tensor").
+constexpr const char* kTensorMetatableName = "lazylua.Tensor";
+
+// Pushes the `tensor` module table (creating the metatable on first use).
+int open_tensor_module(lua_State* L);
+
+// The Array of the Tensor at `index`, or nullptr if the value there is not a
+// Tensor. A closed tensor gives an undefined Array.
+const Array* to_tensor(lua_State* L, int index);
+
+// Pushes a new Tensor userdata holding `array`.
+void push_tensor(lua_State* L, Array array);
+
+}  // namespace lazylua

@@ -1,0 +1,157 @@
+// lua_tensor_args.cpp - reading Lua arguments for tensor functions. Every
+// helper throws Error instead of raising a Lua error (see
+// lua_tensor_internal.h for why).
+#include <cmath>
+
+#include "interp/lua_tensor_internal.h"
+
+namespace lazylua::binding {
+
+void argument_error(int arg, const char* function, const std::string& message) {
+  fail("bad argument #{} to '{}' ({})", arg, function, message);
+}
+
+void type_error(lua_State* L, int arg, const char* function, const char* expected) {
+  const char* got = lua_type(L, arg) == LUA_TNONE ? "no value" : luaL_typename(L, arg);
+  if (to_tensor(L, arg)) got = "tensor";
+  argument_error(arg, function, fmt::format("{} expected, got {}", expected, got));
+}
+
+const Array& check_tensor(lua_State* L, int arg, const char* function) {
+  const Array* array = to_tensor(L, arg);
+  if (!array) type_error(L, arg, function, "tensor");
+  if (!array->defined()) argument_error(arg, function, "attempt to use a closed tensor");
+  return *array;
+}
+
+bool is_number(lua_State* L, int arg) { return lua_type(L, arg) == LUA_TNUMBER; }
+
+ops::Scalar check_scalar(lua_State* L, int arg, const char* function) {
+  if (lua_isinteger(L, arg)) return ops::Scalar::from_integer(lua_tointeger(L, arg));
+  if (is_number(L, arg)) return ops::Scalar::from_double(lua_tonumber(L, arg));
+  if (lua_type(L, arg) == LUA_TBOOLEAN) return ops::Scalar::from_integer(lua_toboolean(L, arg));
+  type_error(L, arg, function, "number");
+}
+
+int64_t check_integer(lua_State* L, int arg, const char* function) {
+  if (lua_isinteger(L, arg)) return lua_tointeger(L, arg);
+  if (is_number(L, arg)) {
+    const double value = lua_tonumber(L, arg);
+    // Integral floats (1e6) are fine, as for Lua's own integer arguments.
+    if (std::floor(value) == value && std::fabs(value) < 9.2e18) {
+      return static_cast<int64_t>(value);
+    }
+    argument_error(arg, function, "number has no integer representation");
+  }
+  type_error(L, arg, function, "integer");
+}
+
+double check_double(lua_State* L, int arg, const char* function) {
+  if (is_number(L, arg)) return lua_tonumber(L, arg);
+  type_error(L, arg, function, "number");
+}
+
+std::optional<int64_t> optional_integer(lua_State* L, int arg, const char* function) {
+  if (lua_isnoneornil(L, arg)) return std::nullopt;
+  return check_integer(L, arg, function);
+}
+
+bool optional_boolean(lua_State* L, int arg, const char* function, bool fallback) {
+  if (lua_isnoneornil(L, arg)) return fallback;
+  if (lua_type(L, arg) != LUA_TBOOLEAN) type_error(L, arg, function, "boolean");
+  return lua_toboolean(L, arg);
+}
+
+int check_dim(lua_State* L, int arg, int rank, const char* function, int rank_extra) {
+  return normalize_dim(check_integer(L, arg, function), rank, function, rank_extra);
+}
+
+std::optional<int> optional_dim(lua_State* L, int arg, int rank, const char* function) {
+  if (lua_isnoneornil(L, arg)) return std::nullopt;
+  return check_dim(L, arg, rank, function);
+}
+
+bool is_options_table(lua_State* L, int arg) {
+  if (lua_type(L, arg) != LUA_TTABLE || lua_rawlen(L, arg) != 0) return false;
+  lua_pushnil(L);
+  if (lua_next(L, arg < 0 ? arg - 1 : arg) == 0) return false;  // {} is an empty size
+  lua_pop(L, 2);
+  return true;
+}
+
+Shape check_sizes(lua_State* L, int first, int last, const char* function,
+                  bool allow_inferred) {
+  Shape shape;
+  if (first == last && lua_type(L, first) == LUA_TTABLE) {
+    const int64_t count = static_cast<int64_t>(lua_rawlen(L, first));
+    if (count > kMaxDims) fail("{}: tensors have at most {} dimensions", function, kMaxDims);
+    for (int64_t i = 1; i <= count; i++) {
+      lua_rawgeti(L, first, i);
+      const bool integral = is_number(L, -1) && std::floor(lua_tonumber(L, -1)) ==
+                                                     lua_tonumber(L, -1);
+      const double value = integral ? lua_tonumber(L, -1) : 0;
+      lua_pop(L, 1);
+      if (!integral) argument_error(first, function, "sizes must be integers");
+      if (value < 0 && !(allow_inferred && value == -1)) {
+        fail("{}: negative size {}", function, value);
+      }
+      if (value > static_cast<double>(kMaxElements)) {
+        fail("{}: size {:.0f} is too large (the limit is 2^40 elements)", function, value);
+      }
+      shape.push_back(static_cast<int64_t>(value));
+    }
+  } else {
+    if (last - first + 1 > kMaxDims) {
+      fail("{}: tensors have at most {} dimensions", function, kMaxDims);
+    }
+    for (int arg = first; arg <= last; arg++) {
+      if (is_number(L, arg) && lua_tonumber(L, arg) > static_cast<double>(kMaxElements)) {
+        fail("{}: size {:.0f} is too large (the limit is 2^40 elements)", function,
+             lua_tonumber(L, arg));
+      }
+      const int64_t extent = check_integer(L, arg, function);
+      if (extent < 0 && !(allow_inferred && extent == -1)) {
+        fail("{}: negative size {}", function, extent);
+      }
+      shape.push_back(extent);
+    }
+  }
+  if (!allow_inferred) checked_numel(shape, function);
+  return shape;
+}
+
+std::optional<DType> options_dtype(lua_State* L, int arg, const char* function) {
+  if (!is_options_table(L, arg)) return std::nullopt;
+  lua_getfield(L, arg, "dtype");
+  const int type = lua_type(L, -1);
+  const char* name = type == LUA_TSTRING ? lua_tostring(L, -1) : nullptr;
+  std::string copy = name ? name : "";
+  lua_pop(L, 1);
+  if (type == LUA_TNIL) return std::nullopt;
+  if (!name) argument_error(arg, function, "dtype must be a string such as \"f32\"");
+  return parse_dtype(copy);
+}
+
+Array tensor_or_scalar(lua_State* L, int arg, const char* function, DType other) {
+  if (const Array* array = to_tensor(L, arg)) {
+    if (!array->defined()) argument_error(arg, function, "attempt to use a closed tensor");
+    return *array;
+  }
+  const ops::Scalar value = check_scalar(L, arg, function);
+  const DType type = promote_with_scalar(other, value.is_integer);
+  return ops::full(Shape{}, value, type);
+}
+
+void push_element(lua_State* L, const Array& a, const int64_t* index) {
+  int64_t offset = 0;
+  for (int d = 0; d < a.rank(); d++) offset += index[d] * a.strides[d];
+  switch (a.dtype) {
+    case DType::boolean: lua_pushboolean(L, a.data<bool>()[offset]); break;
+    case DType::i32: lua_pushinteger(L, a.data<int32_t>()[offset]); break;
+    case DType::i64: lua_pushinteger(L, a.data<int64_t>()[offset]); break;
+    case DType::f32: lua_pushnumber(L, a.data<float>()[offset]); break;
+    case DType::f64: lua_pushnumber(L, a.data<double>()[offset]); break;
+  }
+}
+
+}  // namespace lazylua::binding

@@ -1,0 +1,72 @@
+// lua_tensor_internal.h - helpers shared by the files of the Lua binding.
+//
+// Every function Lua calls goes through `guarded`: the body runs in a try
+// block, and a C++ exception becomes a Lua error only after the catch block
+// has ended, so no exception crosses lua_error and no longjmp skips a
+// destructor. Bodies therefore never call Lua functions that raise errors on
+// bad arguments (luaL_check*): they use the throwing helpers below.
+#pragma once
+
+#include <lua.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "interp/lua_tensor.h"
+#include "tensor/eager_ops.h"
+
+namespace lazylua::binding {
+
+using Body = int (*)(lua_State* L);
+
+// Runs body(L); on a C++ exception raises a Lua error carrying its message,
+// prefixed with the Lua position of the caller.
+int run_guarded(lua_State* L, Body body);
+
+template <Body body>
+int guarded(lua_State* L) {
+  return run_guarded(L, body);
+}
+
+// Throws Error("bad argument #arg to 'function' (message)").
+[[noreturn]] void argument_error(int arg, const char* function, const std::string& message);
+// "tensor expected, got table"-style message for a wrong type.
+[[noreturn]] void type_error(lua_State* L, int arg, const char* function, const char* expected);
+
+// The tensor at `arg`, or an argument error. A closed tensor is an error.
+const Array& check_tensor(lua_State* L, int arg, const char* function);
+// Is the value at `arg` a Lua number (not a string that looks like one)?
+bool is_number(lua_State* L, int arg);
+ops::Scalar check_scalar(lua_State* L, int arg, const char* function);
+int64_t check_integer(lua_State* L, int arg, const char* function);
+double check_double(lua_State* L, int arg, const char* function);
+std::optional<int64_t> optional_integer(lua_State* L, int arg, const char* function);
+bool optional_boolean(lua_State* L, int arg, const char* function, bool fallback);
+
+// 1-based (or negative) Lua dim at `arg` for a tensor of `rank` dims -> 0-based.
+int check_dim(lua_State* L, int arg, int rank, const char* function, int rank_extra = 0);
+std::optional<int> optional_dim(lua_State* L, int arg, int rank, const char* function);
+
+// Sizes given as integers in args [first, last], or as one table at first.
+// With `allow_inferred`, one extent may be -1 (reshape, view, expand).
+Shape check_sizes(lua_State* L, int first, int last, const char* function,
+                  bool allow_inferred = false);
+// dtype from an options table at `arg` ({dtype = "f64"}) if there is one.
+std::optional<DType> options_dtype(lua_State* L, int arg, const char* function);
+// Whether the value at `arg` is an options table rather than a size table.
+bool is_options_table(lua_State* L, int arg);
+
+// A tensor argument, or a number turned into a 0-dim tensor whose dtype
+// follows the weak-scalar rule against `other`'s dtype.
+Array tensor_or_scalar(lua_State* L, int arg, const char* function, DType other);
+
+// Registers the op methods (lua_tensor_methods.cpp) into the table on top.
+void register_methods(lua_State* L);
+// Registers the module-only functions (factories ...) into the table on top.
+void register_factories(lua_State* L);
+
+// item()/tolist() helpers: push one element of `a` at flat row-major position.
+void push_element(lua_State* L, const Array& a, const int64_t* index);
+
+}  // namespace lazylua::binding

@@ -1,0 +1,456 @@
+// lua_tensor_methods.cpp - the Tensor methods (each also a function of the
+// `tensor` module): elementwise ops, reductions, views, joins, in-place ops
+// and observation.
+#include <vector>
+
+#include "interp/lua_tensor_internal.h"
+
+namespace lazylua::binding {
+namespace {
+
+const Array& self_tensor(lua_State* L, const char* function) {
+  return check_tensor(L, 1, function);
+}
+
+int push(lua_State* L, Array array) {
+  push_tensor(L, std::move(array));
+  return 1;
+}
+
+int push_self(lua_State* L) {
+  lua_settop(L, 1);
+  return 1;
+}
+
+// ---- Elementwise ----
+
+template <UnaryOp op>
+int unary_method(lua_State* L) {
+  return push(L, ops::unary(op, self_tensor(L, unary_op_name(op))));
+}
+
+template <UnaryOp op>
+int unary_inplace(lua_State* L) {
+  ops::unary_(op, self_tensor(L, unary_op_name(op)));
+  return push_self(L);
+}
+
+// Also the arithmetic metamethods, so either operand may be a number.
+template <BinaryOp op>
+int binary_method(lua_State* L) {
+  const char* name = binary_op_name(op);
+  const bool left_tensor = to_tensor(L, 1) != nullptr;
+  const bool right_tensor = to_tensor(L, 2) != nullptr;
+  if (left_tensor && right_tensor) {
+    return push(L, ops::binary(op, check_tensor(L, 1, name), check_tensor(L, 2, name)));
+  }
+  if (left_tensor) return push(L, ops::binary(op, check_tensor(L, 1, name),
+                                              check_scalar(L, 2, name)));
+  if (right_tensor) return push(L, ops::binary(op, check_scalar(L, 1, name),
+                                               check_tensor(L, 2, name)));
+  type_error(L, 1, name, "tensor");
+}
+
+template <BinaryOp op>
+int binary_inplace(lua_State* L) {
+  const char* name = binary_op_name(op);
+  const Array& self = self_tensor(L, name);
+  if (to_tensor(L, 2)) {
+    ops::binary_(op, self, check_tensor(L, 2, name));
+  } else {
+    ops::binary_(op, self, check_scalar(L, 2, name));
+  }
+  return push_self(L);
+}
+
+std::optional<double> optional_bound(lua_State* L, int arg, const char* function) {
+  if (lua_isnoneornil(L, arg)) return std::nullopt;
+  return check_double(L, arg, function);
+}
+
+int clamp(lua_State* L) {
+  const Array& self = self_tensor(L, "clamp");
+  return push(L, ops::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
+}
+
+int clamp_inplace(lua_State* L) {
+  ops::clamp_(self_tensor(L, "clamp_"), optional_bound(L, 2, "clamp_"),
+              optional_bound(L, 3, "clamp_"));
+  return push_self(L);
+}
+
+int fill_inplace(lua_State* L) {
+  ops::fill_(self_tensor(L, "fill_"), check_scalar(L, 2, "fill_"));
+  return push_self(L);
+}
+
+int zero_inplace(lua_State* L) {
+  ops::fill_(self_tensor(L, "zero_"), ops::Scalar::from_integer(0));
+  return push_self(L);
+}
+
+int copy_inplace(lua_State* L) {
+  ops::copy_(self_tensor(L, "copy_"), check_tensor(L, 2, "copy_"));
+  return push_self(L);
+}
+
+// ---- Reductions ----
+
+template <ReduceOp op>
+int reduce_method(lua_State* L) {
+  const char* name = reduce_op_name(op);
+  const Array& self = self_tensor(L, name);
+  const std::optional<int> dim = optional_dim(L, 2, self.rank(), name);
+  return push(L, ops::reduce(op, self, dim, optional_boolean(L, 3, name, false)));
+}
+
+// max()/min(): everything; (dim [, keepdim]): values and indices; (tensor):
+// the elementwise maximum/minimum.
+template <bool is_max>
+int max_min(lua_State* L) {
+  const char* name = is_max ? "max" : "min";
+  const Array& self = self_tensor(L, name);
+  if (to_tensor(L, 2)) {
+    const BinaryOp op = is_max ? BinaryOp::maximum : BinaryOp::minimum;
+    return push(L, ops::binary(op, self, check_tensor(L, 2, name)));
+  }
+  if (lua_isnoneornil(L, 2)) {
+    return push(L, ops::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
+  }
+  const int dim = check_dim(L, 2, self.rank(), name);
+  auto [values, indices] = ops::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
+  push_tensor(L, std::move(values));
+  push_tensor(L, std::move(indices));
+  return 2;
+}
+
+template <bool is_max>
+int arg_max_min(lua_State* L) {
+  const char* name = is_max ? "argmax" : "argmin";
+  const Array& self = self_tensor(L, name);
+  const std::optional<int> dim = optional_dim(L, 2, self.rank(), name);
+  return push(L, ops::arg_max_min(is_max, self, dim, optional_boolean(L, 3, name, false)));
+}
+
+template <bool log>
+int softmax(lua_State* L) {
+  const char* name = log ? "log_softmax" : "softmax";
+  const Array& self = self_tensor(L, name);
+  const int dim = lua_isnoneornil(L, 2) ? std::max(self.rank() - 1, 0)
+                                        : check_dim(L, 2, std::max(self.rank(), 1), name);
+  return push(L, ops::softmax(self, dim, log));
+}
+
+int cumsum(lua_State* L) {
+  const Array& self = self_tensor(L, "cumsum");
+  return push(L, ops::cumsum(self, check_dim(L, 2, std::max(self.rank(), 1), "cumsum")));
+}
+
+int matmul(lua_State* L) {
+  return push(L, ops::matmul(self_tensor(L, "matmul"), check_tensor(L, 2, "matmul")));
+}
+
+// ---- Properties and conversion ----
+
+int size(lua_State* L) {
+  const Array& self = self_tensor(L, "size");
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushinteger(L, self.shape[check_dim(L, 2, self.rank(), "size")]);
+    return 1;
+  }
+  lua_createtable(L, self.rank(), 0);
+  for (int i = 0; i < self.rank(); i++) {
+    lua_pushinteger(L, self.shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+int stride(lua_State* L) {
+  const Array& self = self_tensor(L, "stride");
+  if (!lua_isnoneornil(L, 2)) {
+    lua_pushinteger(L, self.strides[check_dim(L, 2, self.rank(), "stride")]);
+    return 1;
+  }
+  lua_createtable(L, self.rank(), 0);
+  for (int i = 0; i < self.rank(); i++) {
+    lua_pushinteger(L, self.strides[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+int dim(lua_State* L) {
+  lua_pushinteger(L, self_tensor(L, "dim").rank());
+  return 1;
+}
+
+int numel(lua_State* L) {
+  lua_pushinteger(L, self_tensor(L, "numel").numel());
+  return 1;
+}
+
+int dtype(lua_State* L) {
+  lua_pushstring(L, dtype_name(self_tensor(L, "dtype").dtype));
+  return 1;
+}
+
+int is_contiguous(lua_State* L) {
+  lua_pushboolean(L, self_tensor(L, "is_contiguous").is_contiguous());
+  return 1;
+}
+
+int to(lua_State* L) {
+  const Array& self = self_tensor(L, "to");
+  if (lua_type(L, 2) != LUA_TSTRING) type_error(L, 2, "to", "dtype name");
+  return push(L, ops::cast(self, parse_dtype(lua_tostring(L, 2))));
+}
+
+template <DType type>
+int convert(lua_State* L) {
+  return push(L, ops::cast(self_tensor(L, dtype_name(type)), type));
+}
+
+int clone(lua_State* L) {
+  const Array& self = self_tensor(L, "clone");
+  Array copy = Array::empty(self.shape, self.dtype);
+  copy_kernel(self, copy);
+  return push(L, std::move(copy));
+}
+
+int contiguous_method(lua_State* L) {
+  return push(L, contiguous(self_tensor(L, "contiguous")));
+}
+
+int equal(lua_State* L) {
+  const Array& a = self_tensor(L, "equal");
+  const Array& b = check_tensor(L, 2, "equal");
+  lua_pushboolean(L, a.shape == b.shape && all_nonzero(ops::binary(BinaryOp::eq, a, b)));
+  return 1;
+}
+
+int item(lua_State* L) {
+  const Array& self = self_tensor(L, "item");
+  if (self.numel() != 1) {
+    fail("item: a tensor of {} elements cannot be converted to a number (it needs exactly one)",
+         self.numel());
+  }
+  const int64_t zeros[kMaxDims] = {};
+  push_element(L, self, zeros);
+  return 1;
+}
+
+void push_list(lua_State* L, const Array& a, int dim, int64_t* index) {
+  if (dim == a.rank()) {
+    push_element(L, a, index);
+    return;
+  }
+  lua_createtable(L, static_cast<int>(a.shape[dim]), 0);
+  for (int64_t i = 0; i < a.shape[dim]; i++) {
+    index[dim] = i;
+    push_list(L, a, dim + 1, index);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+int tolist(lua_State* L) {
+  const Array& self = self_tensor(L, "tolist");
+  int64_t index[kMaxDims] = {};
+  luaL_checkstack(L, self.rank() + 4, "tolist");
+  push_list(L, self, 0, index);
+  return 1;
+}
+
+// ---- Views ----
+
+Shape sizes_after_self(lua_State* L, const char* function) {
+  const int top = lua_gettop(L);
+  if (top < 2) fail("{}: expected sizes", function);
+  return check_sizes(L, 2, top, function, true);
+}
+
+int reshape(lua_State* L) {
+  const Array& self = self_tensor(L, "reshape");
+  return push(L, ops::reshape(self, sizes_after_self(L, "reshape")));
+}
+
+int view(lua_State* L) {
+  const Array& self = self_tensor(L, "view");
+  return push(L, ops::view(self, sizes_after_self(L, "view")));
+}
+
+int expand(lua_State* L) {
+  const Array& self = self_tensor(L, "expand");
+  return push(L, ops::expand(self, sizes_after_self(L, "expand")));
+}
+
+int expand_as(lua_State* L) {
+  const Array& self = self_tensor(L, "expand_as");
+  return push(L, ops::expand(self, check_tensor(L, 2, "expand_as").shape));
+}
+
+int transpose(lua_State* L) {
+  const Array& self = self_tensor(L, "transpose");
+  const int rank = std::max(self.rank(), 1);
+  return push(L, ops::transpose(self, check_dim(L, 2, rank, "transpose"),
+                                check_dim(L, 3, rank, "transpose")));
+}
+
+int t(lua_State* L) {
+  const Array& self = self_tensor(L, "t");
+  if (self.rank() > 2) fail("t: expects a tensor with at most 2 dimensions, got {}", self.rank());
+  return push(L, self.rank() < 2 ? self : ops::transpose(self, 0, 1));
+}
+
+int permute(lua_State* L) {
+  const Array& self = self_tensor(L, "permute");
+  std::vector<int> order;
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    const int count = static_cast<int>(lua_rawlen(L, 2));
+    for (int i = 1; i <= count && i <= kMaxDims + 1; i++) {
+      lua_rawgeti(L, 2, i);
+      const int value = lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
+      lua_pop(L, 1);
+      order.push_back(normalize_dim(value, self.rank(), "permute"));
+    }
+  } else {
+    for (int arg = 2; arg <= lua_gettop(L) && arg <= kMaxDims + 2; arg++) {
+      order.push_back(check_dim(L, arg, self.rank(), "permute"));
+    }
+  }
+  return push(L, ops::permute(self, order));
+}
+
+int narrow(lua_State* L) {
+  const Array& self = self_tensor(L, "narrow");
+  const int d = check_dim(L, 2, self.rank(), "narrow");
+  const int64_t start = check_integer(L, 3, "narrow");
+  const int64_t length = check_integer(L, 4, "narrow");
+  // start may be size + 1 for an empty slice at the end, as in PyTorch.
+  const int64_t start0 = start < 0 ? start + self.shape[d] : start - 1;
+  if (start == 0 || start0 < 0 || start0 > self.shape[d]) {
+    fail("narrow: start {} out of range for size {} (indices start at 1)", start, self.shape[d]);
+  }
+  return push(L, ops::narrow(self, d, start0, length));
+}
+
+int select(lua_State* L) {
+  const Array& self = self_tensor(L, "select");
+  const int d = check_dim(L, 2, self.rank(), "select");
+  const int64_t index = normalize_index(check_integer(L, 3, "select"), self.shape[d], "select");
+  return push(L, ops::select(self, d, index));
+}
+
+int squeeze(lua_State* L) {
+  const Array& self = self_tensor(L, "squeeze");
+  return push(L, ops::squeeze(self, optional_dim(L, 2, self.rank(), "squeeze")));
+}
+
+int unsqueeze(lua_State* L) {
+  const Array& self = self_tensor(L, "unsqueeze");
+  return push(L, ops::unsqueeze(self, check_dim(L, 2, self.rank(), "unsqueeze", 1)));
+}
+
+int flatten(lua_State* L) {
+  const Array& self = self_tensor(L, "flatten");
+  const int rank = std::max(self.rank(), 1);
+  const int start = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, rank, "flatten");
+  const int end = lua_isnoneornil(L, 3) ? rank - 1 : check_dim(L, 3, rank, "flatten");
+  return push(L, ops::flatten(self, start, end));
+}
+
+// ---- Indexing ----
+
+int gather(lua_State* L) {
+  const Array& self = self_tensor(L, "gather");
+  const int d = check_dim(L, 2, self.rank(), "gather");
+  return push(L, ops::gather(self, d, check_tensor(L, 3, "gather")));
+}
+
+int index_select(lua_State* L) {
+  const Array& self = self_tensor(L, "index_select");
+  const int d = check_dim(L, 2, self.rank(), "index_select");
+  return push(L, ops::index_select(self, d, check_tensor(L, 3, "index_select")));
+}
+
+}  // namespace
+
+void register_methods(lua_State* L) {
+  static const luaL_Reg methods[] = {
+#define LAZYLUA_UNARY_ENTRY(name) {#name, guarded<unary_method<UnaryOp::name>>},
+      LAZYLUA_UNARY_OPS(LAZYLUA_UNARY_ENTRY)
+#undef LAZYLUA_UNARY_ENTRY
+#define LAZYLUA_BINARY_ENTRY(name) {#name, guarded<binary_method<BinaryOp::name>>},
+      LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_ENTRY)
+#undef LAZYLUA_BINARY_ENTRY
+      {"floor_divide", guarded<binary_method<BinaryOp::floordiv>>},
+      {"remainder", guarded<binary_method<BinaryOp::mod>>},
+      {"exp_", guarded<unary_inplace<UnaryOp::exp>>},
+      {"log_", guarded<unary_inplace<UnaryOp::log>>},
+      {"sqrt_", guarded<unary_inplace<UnaryOp::sqrt>>},
+      {"tanh_", guarded<unary_inplace<UnaryOp::tanh>>},
+      {"sigmoid_", guarded<unary_inplace<UnaryOp::sigmoid>>},
+      {"relu_", guarded<unary_inplace<UnaryOp::relu>>},
+      {"abs_", guarded<unary_inplace<UnaryOp::abs>>},
+      {"neg_", guarded<unary_inplace<UnaryOp::neg>>},
+      {"add_", guarded<binary_inplace<BinaryOp::add>>},
+      {"sub_", guarded<binary_inplace<BinaryOp::sub>>},
+      {"mul_", guarded<binary_inplace<BinaryOp::mul>>},
+      {"div_", guarded<binary_inplace<BinaryOp::div>>},
+      {"pow_", guarded<binary_inplace<BinaryOp::pow>>},
+      {"clamp", guarded<clamp>},
+      {"clamp_", guarded<clamp_inplace>},
+      {"fill_", guarded<fill_inplace>},
+      {"zero_", guarded<zero_inplace>},
+      {"copy_", guarded<copy_inplace>},
+      {"sum", guarded<reduce_method<ReduceOp::sum>>},
+      {"mean", guarded<reduce_method<ReduceOp::mean>>},
+      {"prod", guarded<reduce_method<ReduceOp::prod>>},
+      {"any", guarded<reduce_method<ReduceOp::any>>},
+      {"all", guarded<reduce_method<ReduceOp::all>>},
+      {"max", guarded<max_min<true>>},
+      {"min", guarded<max_min<false>>},
+      {"argmax", guarded<arg_max_min<true>>},
+      {"argmin", guarded<arg_max_min<false>>},
+      {"softmax", guarded<softmax<false>>},
+      {"log_softmax", guarded<softmax<true>>},
+      {"cumsum", guarded<cumsum>},
+      {"matmul", guarded<matmul>},
+      {"mm", guarded<matmul>},
+      {"size", guarded<size>},
+      {"stride", guarded<stride>},
+      {"dim", guarded<dim>},
+      {"numel", guarded<numel>},
+      {"dtype", guarded<dtype>},
+      {"is_contiguous", guarded<is_contiguous>},
+      {"to", guarded<to>},
+      {"float", guarded<convert<DType::f32>>},
+      {"double", guarded<convert<DType::f64>>},
+      {"int", guarded<convert<DType::i32>>},
+      {"long", guarded<convert<DType::i64>>},
+      {"bool", guarded<convert<DType::boolean>>},
+      {"clone", guarded<clone>},
+      {"contiguous", guarded<contiguous_method>},
+      {"equal", guarded<equal>},
+      {"item", guarded<item>},
+      {"tolist", guarded<tolist>},
+      {"reshape", guarded<reshape>},
+      {"view", guarded<view>},
+      {"expand", guarded<expand>},
+      {"expand_as", guarded<expand_as>},
+      {"transpose", guarded<transpose>},
+      {"t", guarded<t>},
+      {"permute", guarded<permute>},
+      {"narrow", guarded<narrow>},
+      {"select", guarded<select>},
+      {"squeeze", guarded<squeeze>},
+      {"unsqueeze", guarded<unsqueeze>},
+      {"flatten", guarded<flatten>},
+      {"gather", guarded<gather>},
+      {"index_select", guarded<index_select>},
+      {nullptr, nullptr},
+  };
+  luaL_setfuncs(L, methods, 0);
+}
+
+}  // namespace lazylua::binding

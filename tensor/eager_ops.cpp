@@ -1,0 +1,263 @@
+// eager_ops.cpp - validation, shape/dtype inference and kernel calls for
+// elementwise ops, factories and in-place updates.
+#include <algorithm>
+#include <cmath>
+
+#include "eager_ops.h"
+#include "kernels/random.h"
+
+namespace lazylua::ops {
+namespace {
+
+// A 0-dim array holding `value` as `dtype` (exact for integers).
+Array scalar_array(Scalar value, DType dtype) {
+  Array array = Array::empty(Shape{}, dtype);
+  if (value.is_integer && !is_floating(dtype)) {
+    fill_kernel_int(array, value.integer);
+  } else {
+    fill_kernel(array, value.value);
+  }
+  return array;
+}
+
+bool is_arithmetic(BinaryOp op) { return !binary_is_comparison(op); }
+
+// The dtype a binary op computes in, given the promoted input dtype.
+DType compute_dtype(BinaryOp op, DType promoted) {
+  if (op == BinaryOp::div || op == BinaryOp::atan2) {
+    return is_floating(promoted) ? promoted : kDefaultFloat;
+  }
+  // Arithmetic on booleans counts them as 0/1 integers, as Lua users expect.
+  if (is_arithmetic(op) && promoted == DType::boolean) return DType::i64;
+  return promoted;
+}
+
+DType result_dtype(BinaryOp op, DType compute) {
+  return binary_is_comparison(op) ? DType::boolean : compute;
+}
+
+Array run_binary(BinaryOp op, const Array& a, const Array& b, DType compute) {
+  const Shape shape = broadcast_shapes(a.shape, b.shape, binary_op_name(op));
+  Array out = Array::empty(shape, result_dtype(op, compute), binary_op_name(op));
+  binary_kernel(op, cast(a, compute), cast(b, compute), out);
+  return out;
+}
+
+DType unary_dtype(UnaryOp op, DType input) {
+  if (op == UnaryOp::logical_not) return input;
+  if (unary_needs_float(op)) return is_floating(input) ? input : kDefaultFloat;
+  return input == DType::boolean ? DType::i64 : input;
+}
+
+// PyTorch's rule for writing a result into an existing tensor: never from a
+// float result into an integer tensor, never from a number into a bool.
+void check_can_store(DType result, DType target, const char* op) {
+  const bool loses_kind = (is_floating(result) && !is_floating(target)) ||
+                          (result != DType::boolean && target == DType::boolean);
+  if (loses_kind) {
+    fail("{}: result type {} can't be stored in the in-place target of type {}", op,
+         dtype_name(result), dtype_name(target));
+  }
+}
+
+void check_broadcasts_to(const Shape& source, const Shape& target, const char* op) {
+  if (broadcast_shapes(source, target, op) != target) {
+    fail("{}: shape {} cannot be broadcast to the in-place target's shape {}", op,
+         shape_string(source), shape_string(target));
+  }
+}
+
+// An input that shares memory with the target of an in-place op, other than
+// being the very same view, must be read before anything is written.
+Array detach_overlap(const Array& input, const Array& target) {
+  const bool same_view = input.buffer == target.buffer && input.offset == target.offset &&
+                         input.shape == target.shape && input.strides == target.strides;
+  if (same_view || !may_overlap(input, target)) return input;
+  Array copy = Array::empty(input.shape, input.dtype);
+  copy_kernel(input, copy);
+  return copy;
+}
+
+}  // namespace
+
+// ---- Factories ----
+
+Array full(const Shape& shape, Scalar value, DType dtype) {
+  Array out = Array::empty(shape, dtype, "full");
+  if (value.is_integer && !is_floating(dtype)) {
+    fill_kernel_int(out, value.integer);
+  } else {
+    fill_kernel(out, value.value);
+  }
+  return out;
+}
+
+Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype) {
+  const bool all_integers = start.is_integer && stop.is_integer && step.is_integer;
+  const DType type = dtype.value_or(all_integers ? DType::i64 : kDefaultFloat);
+  if (step.value == 0) fail("arange: step must be nonzero");
+  if (!std::isfinite(start.value) || !std::isfinite(stop.value) || !std::isfinite(step.value)) {
+    fail("arange: start, stop and step must be finite");
+  }
+  int64_t count;
+  if (all_integers) {
+    const int64_t span = stop.integer - start.integer;
+    count = (span + step.integer + (step.integer > 0 ? -1 : 1)) / step.integer;
+  } else {
+    const double steps = std::ceil((stop.value - start.value) / step.value);
+    if (steps > static_cast<double>(kMaxElements)) {
+      fail("arange: {} elements is too many (the limit is 2^40)", steps);
+    }
+    count = static_cast<int64_t>(steps);
+  }
+  Array out = Array::empty(Shape{std::max<int64_t>(count, 0)}, type, "arange");
+  arange_kernel(out, start.value, step.value);
+  return out;
+}
+
+Array linspace(double start, double stop, int64_t steps, DType dtype) {
+  if (steps < 0) fail("linspace: number of steps must be non-negative, got {}", steps);
+  Array out = Array::empty(Shape{steps}, dtype, "linspace");
+  const double step = steps > 1 ? (stop - start) / static_cast<double>(steps - 1) : 0;
+  // Filled from both ends so the last value is exactly `stop`.
+  Array staging = Array::empty(Shape{steps}, DType::f64);
+  double* values = staging.data<double>();
+  for (int64_t i = 0; i < steps; i++) {
+    values[i] = i < steps / 2 ? start + step * static_cast<double>(i)
+                              : stop - step * static_cast<double>(steps - 1 - i);
+  }
+  copy_kernel(staging, out);
+  return out;
+}
+
+Array eye(int64_t rows, int64_t cols, DType dtype) {
+  Array out = Array::empty(Shape{rows, cols}, dtype, "eye");
+  fill_kernel_int(out, 0);
+  const int64_t diagonal = std::min(rows, cols);
+  Array diag = out.view_as(Shape{diagonal}, Strides{cols + 1}, 0);
+  fill_kernel_int(diag, 1);
+  return out;
+}
+
+Array rand(const Shape& shape, DType dtype) {
+  if (!is_floating(dtype)) fail("rand: dtype must be f32 or f64, got {}", dtype_name(dtype));
+  Array out = Array::empty(shape, dtype, "rand");
+  uniform_kernel(out, 0.0, 1.0);
+  return out;
+}
+
+Array randn(const Shape& shape, DType dtype) {
+  if (!is_floating(dtype)) fail("randn: dtype must be f32 or f64, got {}", dtype_name(dtype));
+  Array out = Array::empty(shape, dtype, "randn");
+  normal_kernel(out, 0.0, 1.0);
+  return out;
+}
+
+Array randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
+  if (!is_integral(dtype)) fail("randint: dtype must be i32 or i64, got {}", dtype_name(dtype));
+  if (high <= low) fail("randint: empty range [{}, {})", low, high);
+  Array out = Array::empty(shape, dtype, "randint");
+  randint_kernel(out, low, high);
+  return out;
+}
+
+Array randperm(int64_t n) {
+  Array out = Array::empty(Shape{n}, DType::i64, "randperm");
+  randperm_kernel(out);
+  return out;
+}
+
+// ---- Elementwise ----
+
+Array unary(UnaryOp op, const Array& a) {
+  const DType type = unary_dtype(op, a.dtype);
+  Array out = Array::empty(a.shape, op == UnaryOp::logical_not ? DType::boolean : type);
+  unary_kernel(op, cast(a, type), out);
+  return out;
+}
+
+Array binary(BinaryOp op, const Array& a, const Array& b) {
+  return run_binary(op, a, b, compute_dtype(op, promote(a.dtype, b.dtype)));
+}
+
+Array binary(BinaryOp op, const Array& a, Scalar b) {
+  const DType compute = compute_dtype(op, promote_with_scalar(a.dtype, b.is_integer));
+  return run_binary(op, a, scalar_array(b, compute), compute);
+}
+
+Array binary(BinaryOp op, Scalar a, const Array& b) {
+  const DType compute = compute_dtype(op, promote_with_scalar(b.dtype, a.is_integer));
+  return run_binary(op, scalar_array(a, compute), b, compute);
+}
+
+Array where(const Array& cond, const Array& a, const Array& b) {
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape,
+                                       "where");
+  const DType type = promote(a.dtype, b.dtype);
+  Array out = Array::empty(shape, type, "where");
+  where_kernel(cast(cond, DType::boolean), cast(a, type), cast(b, type), out);
+  return out;
+}
+
+Array clamp(const Array& a, std::optional<double> low, std::optional<double> high) {
+  const DType type = a.dtype == DType::boolean ? DType::i64 : a.dtype;
+  Array out = Array::empty(a.shape, type);
+  clamp_kernel(cast(a, type), low.has_value(), low.value_or(0), high.has_value(),
+               high.value_or(0), out);
+  return out;
+}
+
+Array cast(const Array& a, DType dtype) {
+  if (a.dtype == dtype) return a;
+  Array out = Array::empty(a.shape, dtype);
+  copy_kernel(a, out);
+  return out;
+}
+
+// ---- In place ----
+
+void unary_(UnaryOp op, const Array& self) {
+  const DType type = unary_dtype(op, self.dtype);
+  check_can_store(type, self.dtype, unary_op_name(op));
+  if (type != self.dtype) fail("{}_: not defined for {} tensors", unary_op_name(op),
+                               dtype_name(self.dtype));
+  unary_kernel(op, self, self);
+}
+
+void binary_(BinaryOp op, const Array& self, const Array& other) {
+  const char* name = binary_op_name(op);
+  const DType compute = compute_dtype(op, promote(self.dtype, other.dtype));
+  check_can_store(result_dtype(op, compute), self.dtype, name);
+  check_broadcasts_to(other.shape, self.shape, name);
+  const Array source = detach_overlap(other, self);
+  if (compute == self.dtype && !binary_is_comparison(op)) {
+    binary_kernel(op, self, cast(source, compute), self);
+  } else {
+    copy_kernel(run_binary(op, self, source, compute), self);
+  }
+}
+
+void binary_(BinaryOp op, const Array& self, Scalar other) {
+  const DType compute = compute_dtype(op, promote_with_scalar(self.dtype, other.is_integer));
+  binary_(op, self, scalar_array(other, compute));
+}
+
+void clamp_(const Array& self, std::optional<double> low, std::optional<double> high) {
+  if (self.dtype == DType::boolean) fail("clamp_: not defined for bool tensors");
+  clamp_kernel(self, low.has_value(), low.value_or(0), high.has_value(), high.value_or(0), self);
+}
+
+void fill_(const Array& self, Scalar value) {
+  if (value.is_integer && !is_floating(self.dtype)) {
+    fill_kernel_int(self, value.integer);
+  } else {
+    fill_kernel(self, value.value);
+  }
+}
+
+void copy_(const Array& self, const Array& source) {
+  check_broadcasts_to(source.shape, self.shape, "copy_");
+  copy_kernel(detach_overlap(source, self), self);
+}
+
+}  // namespace lazylua::ops
