@@ -43,7 +43,11 @@ class ThreadPool {
     stop_workers();
     threads_ = threads;
     stopping_ = false;
-    for (int i = 1; i < threads; i++) workers_.emplace_back([this, i] { worker_loop(i); });
+    // New workers must not mistake the last finished job for a new one.
+    const uint64_t current = generation_;
+    for (int i = 1; i < threads; i++) {
+      workers_.emplace_back([this, i, current] { worker_loop(i, current); });
+    }
   }
 
   void run(int64_t n, int64_t grain, RangeFunction fn, void* context) {
@@ -83,8 +87,7 @@ class ThreadPool {
     inside_parallel_region = false;
   }
 
-  void worker_loop(int index) {
-    uint64_t seen = 0;
+  void worker_loop(int index, uint64_t seen) {
     for (;;) {
       {
         std::unique_lock lock(mutex_);
