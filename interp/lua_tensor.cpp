@@ -91,7 +91,11 @@ int tensor_newindex(lua_State* L) {
   const Array view = index_view(L, base, 2, "newindex");
   if (const Array* source = to_tensor(L, 3)) {
     if (!source->defined()) fail("newindex: attempt to use a closed tensor");
-    ops::copy_(view, *source);
+    // As in PyTorch, leading extents of 1 in the value do not count: t[i] = u
+    // with u of shape [1, n] fills a row of shape [n].
+    Array value = *source;
+    while (value.rank() > view.rank() && value.shape[0] == 1) value = value.selected(0, 0);
+    ops::copy_(view, value);
   } else {
     ops::fill_(view, binding::check_scalar(L, 3, "newindex"));
   }
