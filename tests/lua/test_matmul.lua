@@ -1,0 +1,179 @@
+-- test_matmul.lua - matmul in every rank combination (as torch.matmul),
+-- batched with broadcast batch dims, the mm alias, the module function,
+-- dtypes, and non-contiguous operands, against Lua triple loops.
+local h = dofile("helpers.lua")
+
+-- f32 dot products of k terms: rel k * 1e-7 (inputs are positive, so there
+-- is no cancellation and a relative bound is meaningful).
+local function tol(k) return {rel = k * 1e-7 + 1e-7, abs = 1e-6} end
+
+local function dot(a, b)
+  local s = 0.0
+  for i = 1, #a do s = s + a[i] * b[i] end
+  return s
+end
+
+local function column(m, j)
+  local c = {}
+  for i = 1, #m do c[i] = m[i][j] end
+  return c
+end
+
+local function mat_vec(m, v)
+  local out = {}
+  for i = 1, #m do out[i] = dot(m[i], v) end
+  return out
+end
+
+local function vec_mat(v, m)
+  local out = {}
+  for j = 1, #m[1] do out[j] = dot(v, column(m, j)) end
+  return out
+end
+
+-- Small exact cases.
+h.test("Small exact cases", function()
+  local a = tensor.new({{1, 2}, {3, 4}, {5, 6}})     -- [3, 2]
+  local b = tensor.new({{7, 8, 9}, {10, 11, 12}})    -- [2, 3]
+  local want = {{27, 30, 33}, {61, 68, 75}, {95, 106, 117}}
+  h.check(a:float():matmul(b:float()), "f32", want)
+  h.check(tensor.matmul(a:float(), b:float()), "f32", want)
+  h.check(a:float():mm(b:float()), "f32", want)
+  h.check(tensor.mm(a:float(), b:float()), "f32", want)
+  -- integer matmul is exact and stays i64 (as torch.matmul)
+  h.check(a:matmul(b), "i64", want)
+  h.check(a:double():matmul(b:double()), "f64", want)
+  -- 1-D . 1-D: a 0-dim dot product
+  local d = tensor.new({1.0, 2, 3}):matmul(tensor.new({4.0, 5, 6}))
+  assert(d:dim() == 0)
+  h.check(d, "f32", 32)
+  h.check(tensor.new({1, 2, 3}):matmul(tensor.new({4, 5, 6})), "i64", 32)
+  -- 2-D @ 1-D and 1-D @ 2-D
+  h.check(a:float():matmul(tensor.new({1.0, -1})), "f32", {-1, -1, -1})
+  h.check(tensor.new({1.0, 0, -1}):matmul(a:float()), "f32", {-4, -4})
+  -- identity
+  h.check(tensor.eye(3):matmul(a:float()), "f32", {{1, 2}, {3, 4}, {5, 6}})
+end)
+
+-- Randomized 2-D: 17x33 @ 33x9 against a Lua triple loop.
+local A = h.rand_list(101, {17, 33}, 0, 1)
+local B = h.rand_list(102, {33, 9}, 0, 1)
+h.test("randomized 2-D 17x33 @ 33x9", function()
+  local ta, tb = tensor.new(A), tensor.new(B)
+  local want = h.matmul2(A, B)
+  h.check(ta:matmul(tb), "f32", want, tol(33))
+  -- f64 gives double accuracy on the same (f32-valued) inputs
+  h.check(ta:double():matmul(tb:double()), "f64", want, {rel = 1e-13, abs = 1e-13})
+  -- transposed operands (non-contiguous views): (B^T A^T)^T = A B
+  h.check(tb:t():matmul(ta:t()):t(), "f32", want, tol(33))
+  -- a contiguous copy of a transposed operand
+  local bt = tensor.new(B):t():contiguous()          -- [9, 33]
+  h.check(ta:matmul(bt:t()), "f32", want, tol(33))
+  -- narrowed operand: the first 20 columns of A times the first 20 rows of B
+  local A20, B20 = {}, {}
+  for i = 1, 17 do
+    A20[i] = {}
+    for p = 1, 20 do A20[i][p] = A[i][p] end
+  end
+  for p = 1, 20 do B20[p] = B[p] end
+  h.check(ta:narrow(2, 1, 20):matmul(tb:narrow(1, 1, 20)), "f32", h.matmul2(A20, B20), tol(20))
+  -- 1-D mixes with the random data
+  local v = column(B, 1)                              -- [33]
+  h.check(ta:matmul(tensor.new(v)), "f32", mat_vec(A, v), tol(33))
+  h.check(tensor.new(A[1]):matmul(tb), "f32", vec_mat(A[1], B), tol(33))
+  h.check(tensor.new(A[1]):matmul(tensor.new(v)), "f32", dot(A[1], v), tol(33))
+end)
+
+-- Batched: 3-D @ 3-D.
+local function batch(seed, shape) return h.rand_list(seed, shape, 0, 1) end
+h.test("batched 3-D", function()
+  local X = batch(201, {4, 5, 6})
+  local Y = batch(202, {4, 6, 3})
+  local want = {}
+  for i = 1, 4 do want[i] = h.matmul2(X[i], Y[i]) end
+  h.check(tensor.new(X):matmul(tensor.new(Y)), "f32", want, tol(6))
+  h.check(tensor.matmul(tensor.new(X), tensor.new(Y)), "f32", want, tol(6))
+  -- 3-D @ 2-D: the matrix broadcasts over the batch
+  local W = batch(203, {6, 2})
+  local want2 = {}
+  for i = 1, 4 do want2[i] = h.matmul2(X[i], W) end
+  h.check(tensor.new(X):matmul(tensor.new(W)), "f32", want2, tol(6))
+  -- 2-D @ 3-D
+  local Z = batch(204, {3, 5})
+  local want3 = {}
+  for i = 1, 4 do want3[i] = h.matmul2(Z, X[i]) end
+  h.check(tensor.new(Z):matmul(tensor.new(X)), "f32", want3, tol(5))
+  -- 3-D @ 1-D: [4, 5, 6] @ [6] -> [4, 5]
+  local v = batch(205, {6})
+  local want4 = {}
+  for i = 1, 4 do want4[i] = mat_vec(X[i], v) end
+  h.check(tensor.new(X):matmul(tensor.new(v)), "f32", want4, tol(6))
+  -- 1-D @ 3-D: [5] @ [4, 5, 6] -> [4, 6]
+  local u = batch(206, {5})
+  local want5 = {}
+  for i = 1, 4 do want5[i] = vec_mat(u, X[i]) end
+  h.check(tensor.new(u):matmul(tensor.new(X)), "f32", want5, tol(5))
+end)
+
+-- Broadcast batch dims: [2, 1, 3, 4] @ [1, 5, 4, 2] -> [2, 5, 3, 2],
+-- and [3, 4] @ [2, 2, 4, 5] -> [2, 2, 3, 5], [2, 3, 4] @ [1, 4, 2] -> [2, 3, 2].
+h.test("Broadcast batch dims: [2, 1, 3, 4] @ [1, 5, 4, 2] -> [2, ...", function()
+  local P = batch(301, {2, 1, 3, 4})
+  local Q = batch(302, {1, 5, 4, 2})
+  local got = tensor.new(P):matmul(tensor.new(Q))
+  h.shape(got, {2, 5, 3, 2})
+  local want = {}
+  for i = 1, 2 do
+    want[i] = {}
+    for j = 1, 5 do want[i][j] = h.matmul2(P[i][1], Q[1][j]) end
+  end
+  h.check(got, "f32", want, tol(4))
+
+  local M = batch(303, {3, 4})
+  local R = batch(304, {2, 2, 4, 5})
+  local want2 = {}
+  for i = 1, 2 do
+    want2[i] = {}
+    for j = 1, 2 do want2[i][j] = h.matmul2(M, R[i][j]) end
+  end
+  h.check(tensor.new(M):matmul(tensor.new(R)), "f32", want2, tol(4))
+
+  local S = batch(305, {2, 3, 4})
+  local T = batch(306, {1, 4, 2})
+  local want3 = {}
+  for i = 1, 2 do want3[i] = h.matmul2(S[i], T[1]) end
+  h.check(tensor.new(S):matmul(tensor.new(T)), "f32", want3, tol(4))
+  -- 4-D @ 1-D
+  local v = batch(307, {4})
+  local want4 = {}
+  for i = 1, 2 do want4[i] = {mat_vec(P[i][1], v)} end
+  h.check(tensor.new(P):matmul(tensor.new(v)), "f32", want4, tol(4))
+  -- an expanded (stride 0) batch operand
+  local E = tensor.new(T[1]):expand(2, 4, 2)
+  h.check(tensor.new(S):matmul(E), "f32", want3, tol(4))
+end)
+
+-- A transposed batch operand: X:transpose(2, 3) @ Y.
+h.test("A transposed batch operand: X:transpose(2, 3) @ Y", function()
+  local X = batch(401, {3, 6, 5})     -- transposed to [3, 5, 6]
+  local Y = batch(402, {3, 6, 4})
+  local want = {}
+  for i = 1, 3 do
+    local xt = {}
+    for r = 1, 5 do
+      xt[r] = {}
+      for c = 1, 6 do xt[r][c] = X[i][c][r] end
+    end
+    want[i] = h.matmul2(xt, Y[i])
+  end
+  h.check(tensor.new(X):transpose(2, 3):matmul(tensor.new(Y)), "f32", want, tol(6))
+end)
+
+-- Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty result.
+h.test("Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty...", function()
+  h.check(tensor.zeros(2, 0):matmul(tensor.zeros(0, 3)), "f32", {{0, 0, 0}, {0, 0, 0}})
+  h.shape(tensor.zeros(0, 4):matmul(tensor.zeros(4, 3)), {0, 3})
+  h.check(tensor.ones(1, 1):matmul(tensor.full({1, 1}, 2.5)), "f32", {{2.5}})
+end)
+
+h.done("test_matmul")
