@@ -30,7 +30,8 @@ size_t size_class(size_t nbytes) {
   size_t size = power;
   while (size < nbytes) size += quarter;
   if (size >= kMmapThreshold) size = (size + kHugePage - 1) / kHugePage * kHugePage;
-  return size;
+  // aligned_alloc wants a multiple of the alignment.
+  return (size + kAlignment - 1) / kAlignment * kAlignment;
 }
 
 size_t physical_memory_bytes() {
