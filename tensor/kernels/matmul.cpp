@@ -1,0 +1,206 @@
+// matmul.cpp - batched matrix products: OpenBLAS for floats, a blocked loop
+// for integers and bools.
+#include "matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "../thread_pool.h"
+#include "loops.h"
+
+namespace lazylua {
+
+namespace {
+
+// How BLAS reads one [rows, cols] matrix slice of an operand: row-major
+// with leading dimension `ld`, possibly transposed.
+struct BlasView {
+  CBLAS_TRANSPOSE transpose = CblasNoTrans;
+  int64_t ld = 1;
+};
+
+// BLAS takes a matrix whose elements along one dim are adjacent and whose
+// other dim steps by at least that extent; a view with strides (1, ld) is
+// then the transpose of a row-major matrix. Extent-1 dims may have any
+// stride. Returns false for other layouts (broadcast rows, gaps both ways).
+bool blas_view(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, BlasView* view) {
+  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= std::max<int64_t>(1, cols))) {
+    view->transpose = CblasNoTrans;
+    view->ld = rows <= 1 ? std::max<int64_t>(1, cols) : row_stride;
+    return view->ld <= INT_MAX;
+  }
+  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= std::max<int64_t>(1, rows))) {
+    view->transpose = CblasTrans;
+    view->ld = cols <= 1 ? std::max<int64_t>(1, rows) : col_stride;
+    return view->ld <= INT_MAX;
+  }
+  return false;
+}
+
+// The operand itself when BLAS can read it, else a contiguous copy (which
+// it always can: strides (M*K, K, 1) are the plain row-major layout).
+Array blas_operand(const Array& x, BlasView* view) {
+  if (blas_view(x.shape[1], x.shape[2], x.strides[1], x.strides[2], view)) return x;
+  Array copy = Array::empty(x.shape, x.dtype, "matmul");
+  loops::copy_same_dtype(x, copy);
+  const bool readable =
+      blas_view(copy.shape[1], copy.shape[2], copy.strides[1], copy.strides[2], view);
+  LAZYLUA_ASSERT(readable);
+  return copy;
+}
+
+void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b, int64_t m,
+          int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+          int64_t ldc) {
+  if (is_double) {
+    cblas_dgemm(CblasRowMajor, transpose_a, transpose_b, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0, static_cast<const double*>(a), static_cast<int>(lda),
+                static_cast<const double*>(b), static_cast<int>(ldb), 0.0, static_cast<double*>(c),
+                static_cast<int>(ldc));
+  } else {
+    cblas_sgemm(CblasRowMajor, transpose_a, transpose_b, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, static_cast<const float*>(a), static_cast<int>(lda),
+                static_cast<const float*>(b), static_cast<int>(ldb), 0.0f, static_cast<float*>(c),
+                static_cast<int>(ldc));
+  }
+}
+
+void blas_matmul(const Array& a_in, const Array& b_in, const Array& out) {
+  const bool is_double = out.dtype == DType::f64;
+  const int64_t batches = out.shape[0], m = out.shape[1], n = out.shape[2], k = a_in.shape[2];
+  BlasView view_a, view_b;
+  const Array a = blas_operand(a_in, &view_a);
+  const Array b = blas_operand(b_in, &view_b);
+  const int64_t element_size = dtype_size(out.dtype);
+  const char* a_data = static_cast<const char*>(a.raw_data());
+  const char* b_data = static_cast<const char*>(b.raw_data());
+  char* c_data = static_cast<char*>(out.raw_data());
+  const int64_t batch_stride_a = batches > 1 ? a.strides[0] : 0;
+  const int64_t batch_stride_b = batches > 1 ? b.strides[0] : 0;
+
+  // A batch of row-major matrices times one shared matrix (nn.Linear on a
+  // [B, T, D] input) is a single product with B*M rows: one BLAS call
+  // instead of B small ones.
+  if (batches > 1 && batch_stride_b == 0 && view_a.transpose == CblasNoTrans &&
+      batch_stride_a == m * view_a.ld && batches * m <= INT_MAX) {
+    gemm(is_double, CblasNoTrans, view_b.transpose, batches * m, n, k, a_data, view_a.ld, b_data,
+         view_b.ld, c_data, n);
+    return;
+  }
+  for (int64_t batch = 0; batch < batches; ++batch) {
+    gemm(is_double, view_a.transpose, view_b.transpose, m, n, k,
+         a_data + batch * batch_stride_a * element_size, view_a.ld,
+         b_data + batch * batch_stride_b * element_size, view_b.ld,
+         c_data + batch * m * n * element_size, n);
+  }
+}
+
+// Integer products wrap (computed in the unsigned type of the same width);
+// bool products are or-of-and.
+template <typename T>
+struct AccumulatorOf {
+  using type = std::make_unsigned_t<T>;
+};
+template <>
+struct AccumulatorOf<bool> {
+  using type = bool;
+};
+template <typename T>
+using Accumulator = typename AccumulatorOf<T>::type;
+
+// Rows of out per parallel task, columns and inner extent per cache block:
+// a [kBlockInner, kBlockColumns] tile of b (128 KiB of i32) stays in L2
+// while kBlockRows rows of a run over it.
+constexpr int64_t kBlockRows = 16;
+constexpr int64_t kBlockColumns = 256;
+constexpr int64_t kBlockInner = 128;
+
+template <typename T>
+void loop_matmul(const Array& a, const Array& b_in, const Array& out) {
+  using Acc = Accumulator<T>;
+  const int64_t batches = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2];
+  // The inner loop walks rows of b: make them contiguous.
+  const Array b = b_in.strides[2] == 1 || n <= 1 ? b_in : loops::contiguous_copy(b_in, "matmul");
+  const T* a_data = a.data<T>();
+  const T* b_data = b.data<T>();
+  T* c_data = out.data<T>();
+  const int64_t a_batch = batches > 1 ? a.strides[0] : 0, a_row = a.strides[1],
+                a_col = a.strides[2];
+  const int64_t b_batch = batches > 1 ? b.strides[0] : 0, b_row = b.strides[1];
+  const int64_t row_groups = (m + kBlockRows - 1) / kBlockRows;
+  const int64_t work_per_group = kBlockRows * n * std::max<int64_t>(1, k);
+  parallel_for(batches * row_groups, std::max<int64_t>(1, kElementwiseGrain / work_per_group),
+               [&](int64_t begin, int64_t end) {
+                 auto acc = std::make_unique<Acc[]>(kBlockRows * kBlockColumns);
+                 for (int64_t item = begin; item < end; ++item) {
+                   const int64_t batch = item / row_groups;
+                   const int64_t first_row = (item % row_groups) * kBlockRows;
+                   const int64_t rows = std::min(kBlockRows, m - first_row);
+                   const T* a_batch_data = a_data + batch * a_batch;
+                   const T* b_batch_data = b_data + batch * b_batch;
+                   for (int64_t first_column = 0; first_column < n; first_column += kBlockColumns) {
+                     const int64_t columns = std::min(kBlockColumns, n - first_column);
+                     std::fill(acc.get(), acc.get() + kBlockRows * kBlockColumns, Acc(0));
+                     for (int64_t first_inner = 0; first_inner < k; first_inner += kBlockInner) {
+                       const int64_t inner_end = std::min(k, first_inner + kBlockInner);
+                       for (int64_t i = 0; i < rows; ++i) {
+                         Acc* acc_row = acc.get() + i * kBlockColumns;
+                         const T* a_row_data = a_batch_data + (first_row + i) * a_row;
+                         for (int64_t kk = first_inner; kk < inner_end; ++kk) {
+                           const T a_value = a_row_data[kk * a_col];
+                           if (a_value == T(0)) continue;
+                           const T* b_row_data = b_batch_data + kk * b_row + first_column;
+                           if constexpr (std::is_same_v<T, bool>) {
+                             for (int64_t j = 0; j < columns; ++j) acc_row[j] |= b_row_data[j];
+                           } else {
+                             const Acc factor = static_cast<Acc>(a_value);
+                             for (int64_t j = 0; j < columns; ++j) {
+                               acc_row[j] += factor * static_cast<Acc>(b_row_data[j]);
+                             }
+                           }
+                         }
+                       }
+                     }
+                     for (int64_t i = 0; i < rows; ++i) {
+                       T* c_row = c_data + (batch * m + first_row + i) * n + first_column;
+                       for (int64_t j = 0; j < columns; ++j) {
+                         c_row[j] = static_cast<T>(acc[i * kBlockColumns + j]);
+                       }
+                     }
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+void matmul_kernel(const Array& a, const Array& b, const Array& out) {
+  LAZYLUA_ASSERT(a.rank() == 3 && b.rank() == 3 && out.rank() == 3);
+  LAZYLUA_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype && out.is_contiguous());
+  const int64_t batches = out.shape[0], m = out.shape[1], n = out.shape[2], k = a.shape[2];
+  LAZYLUA_ASSERT(a.shape[1] == m && b.shape[2] == n && b.shape[1] == k);
+  LAZYLUA_ASSERT(a.shape[0] == batches && b.shape[0] == batches);
+  if (batches == 0 || m == 0 || n == 0) return;
+  if (k == 0) {
+    std::memset(out.raw_data(), 0, out.numel() * dtype_size(out.dtype));
+    return;
+  }
+  if (is_floating(out.dtype)) {
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+      fail("matmul: matrices of [{}, {}] x [{}, {}] exceed the BLAS size limit", m, k, k, n);
+    }
+    blas_matmul(a, b, out);
+    return;
+  }
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (!std::is_floating_point_v<T>) loop_matmul<T>(a, b, out);
+  });
+}
+
+}  // namespace lazylua

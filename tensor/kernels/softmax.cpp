@@ -1,0 +1,258 @@
+// softmax.cpp - reference kernels for softmax, log-softmax and cumsum
+// (declared in reduce.h).
+//
+// Both work on a contiguous input seen as [outer, size, inner] around the
+// dim (a strided input is copied first: these ops read every element
+// several times, so one copy is cheap next to strided passes).
+//  - inner == 1 (the last dim, the common case): each row is short enough
+//    to stay in L1, so softmax makes a max pass over the input row, then an
+//    exp pass that writes the output row and sums it, then a scale pass over
+//    the output row while it is still in cache.
+//  - inner > 1: the same passes run over blocks of columns, vectorized
+//    along the contiguous inner dim.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#include "../thread_pool.h"
+#include "fast_math.h"
+#include "loops.h"
+#include "reduce.h"
+#include "simd.h"
+
+namespace lazylua {
+
+namespace {
+
+// Elements per unit of parallel work.
+constexpr int64_t kGrain = 16384;
+// Column blocks of [size, width] are sized to stay in L2 (~256 KiB for the
+// input and output blocks together).
+constexpr int64_t kColumnBlockElements = 32768;
+
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  using V = simd::Vec<T>;
+  constexpr int kWidth = simd::kLanes<T>;
+  V acc0 = simd::broadcast<T>(-std::numeric_limits<T>::infinity()), acc1 = acc0;
+  int64_t i = 0;
+  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
+    acc0 = simd::max_nan(acc0, simd::load(x + i));
+    acc1 = simd::max_nan(acc1, simd::load(x + i + kWidth));
+  }
+  acc0 = simd::max_nan(acc0, acc1);
+  T result = simd::fold_lanes<T>(acc0, [](T a, T b) { return simd::max_nan(a, b); });
+  for (; i < n; ++i) result = simd::max_nan(result, x[i]);
+  return result;
+}
+
+// y[i] = e^(x[i] - shift); returns the sum of the y[i].
+inline float exp_and_sum(const float* x, float* y, int64_t n, float shift) {
+  using V = simd::Vec<float>;
+  constexpr int kWidth = simd::kLanes<float>;
+  V sum0 = V{}, sum1 = V{};
+  int64_t i = 0;
+  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
+    V e0 = fast_exp(simd::load(x + i) - shift);
+    V e1 = fast_exp(simd::load(x + i + kWidth) - shift);
+    simd::store(y + i, e0);
+    simd::store(y + i + kWidth, e1);
+    sum0 += e0;
+    sum1 += e1;
+  }
+  float sum = simd::fold_lanes<float>(sum0 + sum1, [](float a, float b) { return a + b; });
+  for (; i < n; ++i) {
+    y[i] = fast_exp(x[i] - shift);
+    sum += y[i];
+  }
+  return sum;
+}
+
+inline double exp_and_sum(const double* x, double* y, int64_t n, double shift) {
+  double sum[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int lane = 0; lane < 4; ++lane) {
+      y[i + lane] = std::exp(x[i + lane] - shift);
+      sum[lane] += y[i + lane];
+    }
+  }
+  for (; i < n; ++i) {
+    y[i] = std::exp(x[i] - shift);
+    sum[0] += y[i];
+  }
+  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+}
+
+inline float scalar_exp(float x) {
+  return fast_exp(x);
+}
+inline double scalar_exp(double x) {
+  return std::exp(x);
+}
+
+template <typename T>
+void softmax_row(const T* x, T* y, int64_t n, bool log) {
+  const T shift = row_max(x, n);
+  const T sum = exp_and_sum(x, y, n, shift);
+  if (log) {
+    // (x - shift) is exact for x near shift; folding shift into one offset
+    // first would round it at shift's magnitude.
+    const T log_sum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - shift) - log_sum;
+  } else {
+    const T scale = T(1) / sum;
+    for (int64_t i = 0; i < n; ++i) y[i] *= scale;
+  }
+}
+
+// Softmax over the rows of a [size, width] block (row stride `inner`) for
+// each of the `width` columns; shift and sum are scratch rows.
+template <typename T>
+void softmax_columns(const T* x, T* y, int64_t size, int64_t width, int64_t inner, bool log,
+                     T* shift, T* sum) {
+  for (int64_t j = 0; j < width; ++j) shift[j] = x[j];
+  for (int64_t r = 1; r < size; ++r) {
+    const T* row = x + r * inner;
+    int64_t j = 0;
+    constexpr int kWidth = simd::kLanes<T>;
+    for (; j + kWidth <= width; j += kWidth) {
+      simd::store(shift + j, simd::max_nan(simd::load(shift + j), simd::load(row + j)));
+    }
+    for (; j < width; ++j) shift[j] = simd::max_nan(shift[j], row[j]);
+  }
+  for (int64_t j = 0; j < width; ++j) sum[j] = 0;
+  for (int64_t r = 0; r < size; ++r) {
+    const T* row = x + r * inner;
+    T* out_row = y + r * inner;
+    int64_t j = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      constexpr int kWidth = simd::kLanes<float>;
+      for (; j + kWidth <= width; j += kWidth) {
+        simd::Vec<float> e = fast_exp(simd::load(row + j) - simd::load(shift + j));
+        simd::store(out_row + j, e);
+        simd::store(sum + j, simd::load(sum + j) + e);
+      }
+    }
+    for (; j < width; ++j) {
+      out_row[j] = scalar_exp(row[j] - shift[j]);
+      sum[j] += out_row[j];
+    }
+  }
+  for (int64_t j = 0; j < width; ++j) sum[j] = log ? std::log(sum[j]) : T(1) / sum[j];
+  for (int64_t r = 0; r < size; ++r) {
+    const T* row = x + r * inner;
+    T* out_row = y + r * inner;
+    if (log) {
+      for (int64_t j = 0; j < width; ++j) out_row[j] = (row[j] - shift[j]) - sum[j];
+    } else {
+      for (int64_t j = 0; j < width; ++j) out_row[j] *= sum[j];
+    }
+  }
+}
+
+template <typename T>
+void run_softmax(const Array& in, int dim, bool log, const Array& out) {
+  const loops::DimSplit split = loops::split_at(in.shape, dim);
+  const T* x = in.data<T>();
+  T* y = out.data<T>();
+  const int64_t size = split.size, inner = split.inner;
+  if (inner == 1) {
+    parallel_for(split.outer, std::max<int64_t>(1, kGrain / size), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        softmax_row(x + row * size, y + row * size, size, log);
+      }
+    });
+    return;
+  }
+  const int64_t block_width =
+      std::min(inner, std::max<int64_t>(2 * simd::kLanes<T>, kColumnBlockElements / size));
+  const int64_t blocks = (inner + block_width - 1) / block_width;
+  parallel_for(split.outer * blocks, std::max<int64_t>(1, kGrain / (size * block_width)),
+               [&](int64_t begin, int64_t end) {
+                 auto scratch = std::make_unique_for_overwrite<T[]>(2 * block_width);
+                 for (int64_t item = begin; item < end; ++item) {
+                   const int64_t outer = item / blocks, first = (item % blocks) * block_width;
+                   const int64_t offset = outer * size * inner + first;
+                   softmax_columns(x + offset, y + offset, size,
+                                   std::min(block_width, inner - first), inner, log, scratch.get(),
+                                   scratch.get() + block_width);
+                 }
+               });
+}
+
+// Running sums: floats accumulate in double (as PyTorch's CPU cumsum does),
+// integers in wrapping uint64_t.
+template <typename T>
+void run_cumsum(const Array& in, int dim, const Array& out) {
+  constexpr bool kFloat = std::is_floating_point_v<T>;
+  using Out = std::conditional_t<kFloat, T, int64_t>;
+  using Acc = std::conditional_t<kFloat, double, uint64_t>;
+  LAZYLUA_ASSERT(out.dtype == dtype_of<Out>());
+  auto widen = [](T value) {
+    if constexpr (kFloat) {
+      return static_cast<double>(value);
+    } else {
+      return static_cast<uint64_t>(static_cast<int64_t>(value));
+    }
+  };
+  const loops::DimSplit split = loops::split_at(in.shape, dim);
+  const T* x = in.data<T>();
+  Out* y = out.data<Out>();
+  const int64_t size = split.size, inner = split.inner;
+  if (inner == 1) {
+    parallel_for(split.outer, std::max<int64_t>(1, kGrain / size), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        Acc acc = 0;
+        for (int64_t i = row * size; i < (row + 1) * size; ++i) {
+          acc += widen(x[i]);
+          y[i] = static_cast<Out>(acc);
+        }
+      }
+    });
+    return;
+  }
+  const int64_t block_width = std::min(inner, std::max<int64_t>(64, kColumnBlockElements / size));
+  const int64_t blocks = (inner + block_width - 1) / block_width;
+  parallel_for(split.outer * blocks, std::max<int64_t>(1, kGrain / (size * block_width)),
+               [&](int64_t begin, int64_t end) {
+                 auto acc = std::make_unique_for_overwrite<Acc[]>(block_width);
+                 for (int64_t item = begin; item < end; ++item) {
+                   const int64_t outer = item / blocks, first = (item % blocks) * block_width;
+                   const int64_t width = std::min(block_width, inner - first);
+                   std::fill(acc.get(), acc.get() + width, Acc(0));
+                   for (int64_t r = 0; r < size; ++r) {
+                     const int64_t offset = (outer * size + r) * inner + first;
+                     for (int64_t j = 0; j < width; ++j) {
+                       acc[j] += widen(x[offset + j]);
+                       y[offset + j] = static_cast<Out>(acc[j]);
+                     }
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+void softmax_kernel(const Array& in, int dim, bool log, const Array& out) {
+  LAZYLUA_ASSERT(is_floating(in.dtype) && out.dtype == in.dtype && out.shape == in.shape &&
+                 out.is_contiguous());
+  if (in.numel() == 0) return;
+  const Array source = loops::contiguous_copy(in, log ? "log_softmax" : "softmax");
+  if (in.dtype == DType::f32) {
+    run_softmax<float>(source, dim, log, out);
+  } else {
+    run_softmax<double>(source, dim, log, out);
+  }
+}
+
+void cumsum_kernel(const Array& in, int dim, const Array& out) {
+  LAZYLUA_ASSERT(out.shape == in.shape && out.is_contiguous());
+  if (in.numel() == 0) return;
+  const Array source = loops::contiguous_copy(in, "cumsum");
+  visit_dtype(in.dtype, [&](auto zero) { run_cumsum<decltype(zero)>(source, dim, out); });
+}
+
+}  // namespace lazylua
