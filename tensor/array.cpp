@@ -21,10 +21,20 @@ Buffer::~Buffer() {
   }
 }
 
+namespace {
+thread_local bool meta_scope_active = false;
+}  // namespace
+
+MetaScope::MetaScope() : previous_(meta_scope_active) { meta_scope_active = true; }
+MetaScope::~MetaScope() { meta_scope_active = previous_; }
+bool in_meta_scope() { return meta_scope_active; }
+
 Array Array::empty(const Shape& shape, DType dtype, const char* op) {
   const int64_t count = checked_numel(shape, op);
   Array array;
-  array.buffer = make_ref<Buffer>(static_cast<size_t>(count) * dtype_size(dtype));
+  if (!meta_scope_active) {
+    array.buffer = make_ref<Buffer>(static_cast<size_t>(count) * dtype_size(dtype));
+  }
   array.shape = shape;
   array.strides = contiguous_strides(shape);
   array.dtype = dtype;
@@ -140,7 +150,7 @@ bool may_overlap(const Array& a, const Array& b) {
 Array contiguous(const Array& a) {
   if (a.is_contiguous()) return a;
   Array copy = Array::empty(a.shape, a.dtype);
-  copy_kernel(a, copy);
+  if (!meta_scope_active) copy_kernel(a, copy);
   return copy;
 }
 

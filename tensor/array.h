@@ -70,6 +70,22 @@ struct Array {
   Array try_reshape_view(const Shape& new_shape) const;
 };
 
+// Meta mode: while a MetaScope lives on this thread, Array::empty makes
+// arrays without memory and the eager ops skip their kernels, so an op only
+// validates its arguments and infers its result's shape and dtype. Lazy
+// recording runs the eager op this way: one rule per op serves both modes.
+class MetaScope {
+ public:
+  MetaScope();
+  ~MetaScope();
+  MetaScope(const MetaScope&) = delete;
+  MetaScope& operator=(const MetaScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool in_meta_scope();
+
 // True when the two arrays may refer to some common element.
 bool may_overlap(const Array& a, const Array& b);
 

@@ -13,24 +13,16 @@ namespace {
 Array scalar_array(Scalar value, DType dtype) {
   Array array = Array::empty(Shape{}, dtype);
   if (value.is_integer && !is_floating(dtype)) {
-    fill_kernel_int(array, value.integer);
+    if (!in_meta_scope()) fill_kernel_int(array, value.integer);
   } else {
-    fill_kernel(array, value.value);
+    if (!in_meta_scope()) fill_kernel(array, value.value);
   }
   return array;
 }
 
 bool is_arithmetic(BinaryOp op) { return !binary_is_comparison(op); }
 
-// The dtype a binary op computes in, given the promoted input dtype.
-DType compute_dtype(BinaryOp op, DType promoted) {
-  if (op == BinaryOp::div || op == BinaryOp::atan2) {
-    return is_floating(promoted) ? promoted : kDefaultFloat;
-  }
-  // Arithmetic on booleans counts them as 0/1 integers, as Lua users expect.
-  if (is_arithmetic(op) && promoted == DType::boolean) return DType::i64;
-  return promoted;
-}
+DType compute_dtype(BinaryOp op, DType promoted) { return binary_compute_dtype(op, promoted); }
 
 DType result_dtype(BinaryOp op, DType compute) {
   return binary_is_comparison(op) ? DType::boolean : compute;
@@ -39,7 +31,7 @@ DType result_dtype(BinaryOp op, DType compute) {
 Array run_binary(BinaryOp op, const Array& a, const Array& b, DType compute) {
   const Shape shape = broadcast_shapes(a.shape, b.shape, binary_op_name(op));
   Array out = Array::empty(shape, result_dtype(op, compute), binary_op_name(op));
-  binary_kernel(op, cast(a, compute), cast(b, compute), out);
+  if (!in_meta_scope()) binary_kernel(op, cast(a, compute), cast(b, compute), out);
   return out;
 }
 
@@ -67,6 +59,16 @@ void check_broadcasts_to(const Shape& source, const Shape& target, const char* o
   }
 }
 
+void check_writable(const Array& self, const char* op) {
+  for (int i = 0; i < self.rank(); i++) {
+    if (self.strides[i] == 0 && self.shape[i] > 1) {
+      fail("{}: cannot write into an expanded tensor (several of its elements share memory); "
+           "clone it first",
+           op);
+    }
+  }
+}
+
 // An input that shares memory with the target of an in-place op, other than
 // being the very same view, must be read before anything is written.
 Array detach_overlap(const Array& input, const Array& target) {
@@ -74,20 +76,29 @@ Array detach_overlap(const Array& input, const Array& target) {
                          input.shape == target.shape && input.strides == target.strides;
   if (same_view || !may_overlap(input, target)) return input;
   Array copy = Array::empty(input.shape, input.dtype);
-  copy_kernel(input, copy);
+  if (!in_meta_scope()) copy_kernel(input, copy);
   return copy;
 }
 
 }  // namespace
+
+DType binary_compute_dtype(BinaryOp op, DType promoted) {
+  if (op == BinaryOp::div || op == BinaryOp::atan2) {
+    return is_floating(promoted) ? promoted : kDefaultFloat;
+  }
+  // Arithmetic on booleans counts them as 0/1 integers, as Lua users expect.
+  if (is_arithmetic(op) && promoted == DType::boolean) return DType::i64;
+  return promoted;
+}
 
 // ---- Factories ----
 
 Array full(const Shape& shape, Scalar value, DType dtype) {
   Array out = Array::empty(shape, dtype, "full");
   if (value.is_integer && !is_floating(dtype)) {
-    fill_kernel_int(out, value.integer);
+    if (!in_meta_scope()) fill_kernel_int(out, value.integer);
   } else {
-    fill_kernel(out, value.value);
+    if (!in_meta_scope()) fill_kernel(out, value.value);
   }
   return out;
 }
@@ -111,7 +122,7 @@ Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype)
     count = static_cast<int64_t>(steps);
   }
   Array out = Array::empty(Shape{std::max<int64_t>(count, 0)}, type, "arange");
-  arange_kernel(out, start.value, step.value);
+  if (!in_meta_scope()) arange_kernel(out, start.value, step.value);
   return out;
 }
 
@@ -126,16 +137,16 @@ Array linspace(double start, double stop, int64_t steps, DType dtype) {
     values[i] = i < steps / 2 ? start + step * static_cast<double>(i)
                               : stop - step * static_cast<double>(steps - 1 - i);
   }
-  copy_kernel(staging, out);
+  if (!in_meta_scope()) copy_kernel(staging, out);
   return out;
 }
 
 Array eye(int64_t rows, int64_t cols, DType dtype) {
   Array out = Array::empty(Shape{rows, cols}, dtype, "eye");
-  fill_kernel_int(out, 0);
+  if (!in_meta_scope()) fill_kernel_int(out, 0);
   const int64_t diagonal = std::min(rows, cols);
   Array diag = out.view_as(Shape{diagonal}, Strides{cols + 1}, 0);
-  fill_kernel_int(diag, 1);
+  if (!in_meta_scope()) fill_kernel_int(diag, 1);
   return out;
 }
 
@@ -172,7 +183,7 @@ Array randperm(int64_t n) {
 Array unary(UnaryOp op, const Array& a) {
   const DType type = unary_dtype(op, a.dtype);
   Array out = Array::empty(a.shape, op == UnaryOp::logical_not ? DType::boolean : type);
-  unary_kernel(op, cast(a, type), out);
+  if (!in_meta_scope()) unary_kernel(op, cast(a, type), out);
   return out;
 }
 
@@ -195,14 +206,14 @@ Array where(const Array& cond, const Array& a, const Array& b) {
                                        "where");
   const DType type = promote(a.dtype, b.dtype);
   Array out = Array::empty(shape, type, "where");
-  where_kernel(cast(cond, DType::boolean), cast(a, type), cast(b, type), out);
+  if (!in_meta_scope()) where_kernel(cast(cond, DType::boolean), cast(a, type), cast(b, type), out);
   return out;
 }
 
 Array clamp(const Array& a, std::optional<double> low, std::optional<double> high) {
   const DType type = a.dtype == DType::boolean ? DType::i64 : a.dtype;
   Array out = Array::empty(a.shape, type);
-  clamp_kernel(cast(a, type), low.has_value(), low.value_or(0), high.has_value(),
+  if (!in_meta_scope()) clamp_kernel(cast(a, type), low.has_value(), low.value_or(0), high.has_value(),
                high.value_or(0), out);
   return out;
 }
@@ -210,30 +221,32 @@ Array clamp(const Array& a, std::optional<double> low, std::optional<double> hig
 Array cast(const Array& a, DType dtype) {
   if (a.dtype == dtype) return a;
   Array out = Array::empty(a.shape, dtype);
-  copy_kernel(a, out);
+  if (!in_meta_scope()) copy_kernel(a, out);
   return out;
 }
 
 // ---- In place ----
 
 void unary_(UnaryOp op, const Array& self) {
+  check_writable(self, unary_op_name(op));
   const DType type = unary_dtype(op, self.dtype);
   check_can_store(type, self.dtype, unary_op_name(op));
   if (type != self.dtype) fail("{}_: not defined for {} tensors", unary_op_name(op),
                                dtype_name(self.dtype));
-  unary_kernel(op, self, self);
+  if (!in_meta_scope()) unary_kernel(op, self, self);
 }
 
 void binary_(BinaryOp op, const Array& self, const Array& other) {
   const char* name = binary_op_name(op);
+  check_writable(self, name);
   const DType compute = compute_dtype(op, promote(self.dtype, other.dtype));
   check_can_store(result_dtype(op, compute), self.dtype, name);
   check_broadcasts_to(other.shape, self.shape, name);
   const Array source = detach_overlap(other, self);
   if (compute == self.dtype && !binary_is_comparison(op)) {
-    binary_kernel(op, self, cast(source, compute), self);
+    if (!in_meta_scope()) binary_kernel(op, self, cast(source, compute), self);
   } else {
-    copy_kernel(run_binary(op, self, source, compute), self);
+    if (!in_meta_scope()) copy_kernel(run_binary(op, self, source, compute), self);
   }
 }
 
@@ -243,21 +256,24 @@ void binary_(BinaryOp op, const Array& self, Scalar other) {
 }
 
 void clamp_(const Array& self, std::optional<double> low, std::optional<double> high) {
+  check_writable(self, "clamp_");
   if (self.dtype == DType::boolean) fail("clamp_: not defined for bool tensors");
-  clamp_kernel(self, low.has_value(), low.value_or(0), high.has_value(), high.value_or(0), self);
+  if (!in_meta_scope()) clamp_kernel(self, low.has_value(), low.value_or(0), high.has_value(), high.value_or(0), self);
 }
 
 void fill_(const Array& self, Scalar value) {
+  check_writable(self, "fill_");
   if (value.is_integer && !is_floating(self.dtype)) {
-    fill_kernel_int(self, value.integer);
+    if (!in_meta_scope()) fill_kernel_int(self, value.integer);
   } else {
-    fill_kernel(self, value.value);
+    if (!in_meta_scope()) fill_kernel(self, value.value);
   }
 }
 
 void copy_(const Array& self, const Array& source) {
+  check_writable(self, "copy_");
   check_broadcasts_to(source.shape, self.shape, "copy_");
-  copy_kernel(detach_overlap(source, self), self);
+  if (!in_meta_scope()) copy_kernel(detach_overlap(source, self), self);
 }
 
 }  // namespace lazylua::ops

@@ -27,6 +27,11 @@ struct Scalar {
   static Scalar from_integer(int64_t v) { return {static_cast<double>(v), v, true}; }
 };
 
+// The dtype binary op `op` computes in when its operands promote to
+// `promoted` (true division and atan2 of integers compute in f32; arithmetic
+// on bools in i64).
+DType binary_compute_dtype(BinaryOp op, DType promoted);
+
 // Factories.
 Array full(const Shape& shape, Scalar value, DType dtype);
 Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype);
@@ -49,6 +54,7 @@ Array cast(const Array& a, DType dtype);  // returns `a` itself when already dty
 // In place: self is updated (through its view into the base). The result
 // dtype of the op must be self's dtype (an f32 result cannot go into an i64
 // tensor: Error, as in PyTorch); other's shape must broadcast to self's.
+// Writing into an expanded view (several elements share memory) is an Error.
 void unary_(UnaryOp op, const Array& self);
 void binary_(BinaryOp op, const Array& self, const Array& other);
 void binary_(BinaryOp op, const Array& self, Scalar other);

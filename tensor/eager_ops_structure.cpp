@@ -91,7 +91,7 @@ Array reduce(ReduceOp op, const Array& a, std::optional<int> dim, bool keepdim) 
     case ReduceOp::min: break;
   }
   Array out = Array::empty(reduced_shape(a.shape, dim, keepdim), out_type, name);
-  reduce_kernel(op, input, dim.value_or(-1), out);
+  if (!in_meta_scope()) reduce_kernel(op, input, dim.value_or(-1), out);
   return out;
 }
 
@@ -101,7 +101,7 @@ std::pair<Array, Array> max_min_dim(bool is_max, const Array& a, int dim, bool k
   const Shape shape = reduced_shape(a.shape, dim, keepdim);
   Array values = Array::empty(shape, a.dtype, name);
   Array indices = Array::empty(shape, DType::i64, name);
-  arg_reduce_kernel(is_max, a, dim, values, indices);
+  if (!in_meta_scope()) arg_reduce_kernel(is_max, a, dim, values, indices);
   return {values, indices};
 }
 
@@ -109,7 +109,7 @@ Array arg_max_min(bool is_max, const Array& a, std::optional<int> dim, bool keep
   const char* name = is_max ? "argmax" : "argmin";
   if (dim) check_dim(*dim, a.rank(), name);
   Array indices = Array::empty(reduced_shape(a.shape, dim, keepdim), DType::i64, name);
-  arg_reduce_kernel(is_max, a, dim.value_or(-1), Array{}, indices);
+  if (!in_meta_scope()) arg_reduce_kernel(is_max, a, dim.value_or(-1), Array{}, indices);
   return indices;
 }
 
@@ -119,10 +119,10 @@ Array softmax(const Array& a, int dim, bool log) {
   const DType type = is_floating(a.dtype) ? a.dtype : kDefaultFloat;
   Array out = Array::empty(a.shape, type, name);
   if (a.rank() == 0) {  // a single element: softmax 1, log_softmax 0
-    fill_kernel(out, log ? 0.0 : 1.0);
+    if (!in_meta_scope()) fill_kernel(out, log ? 0.0 : 1.0);
     return out;
   }
-  softmax_kernel(cast(a, type), dim, log, out);
+  if (!in_meta_scope()) softmax_kernel(cast(a, type), dim, log, out);
   return out;
 }
 
@@ -130,10 +130,10 @@ Array cumsum(const Array& a, int dim) {
   check_dim(dim, std::max(a.rank(), 1), "cumsum");
   Array out = Array::empty(a.shape, sum_dtype(a.dtype), "cumsum");
   if (a.rank() == 0) {
-    copy_kernel(a, out);
+    if (!in_meta_scope()) copy_kernel(a, out);
     return out;
   }
-  cumsum_kernel(a, dim, out);
+  if (!in_meta_scope()) cumsum_kernel(a, dim, out);
   return out;
 }
 
@@ -176,7 +176,7 @@ Array matmul(const Array& a, const Array& b) {
   if (a.rank() > 1) out_shape.push_back(rows);
   if (b.rank() > 1) out_shape.push_back(cols);
   Array out = Array::empty(Shape{batch, rows, cols}, type, "matmul");
-  matmul_kernel(left3, right3, out);
+  if (!in_meta_scope()) matmul_kernel(left3, right3, out);
   return out.view_as(out_shape, contiguous_strides(out_shape), 0);
 }
 
@@ -326,7 +326,7 @@ Array cat(const std::vector<Array>& inputs, int dim) {
   converted.reserve(inputs.size());
   for (const Array& input : inputs) converted.push_back(cast(input, type));
   Array out = Array::empty(shape, type, "cat");
-  cat_kernel(converted, dim, out);
+  if (!in_meta_scope()) cat_kernel(converted, dim, out);
   return out;
 }
 
@@ -358,7 +358,7 @@ Array gather(const Array& a, int dim, const Array& index) {
     }
   }
   Array out = Array::empty(index.shape, a.dtype, "gather");
-  gather_kernel(a, dim, index, out);
+  if (!in_meta_scope()) gather_kernel(a, dim, index, out);
   return out;
 }
 
@@ -372,7 +372,7 @@ Array index_select(const Array& a, int dim, const Array& index) {
   const Array flat_index = index.rank() == 0 ? index.view_as(Shape{1}, Strides{1}, index.offset)
                                              : index;
   Array out = Array::empty(shape, a.dtype, "index_select");
-  index_select_kernel(a, dim, flat_index, out);
+  if (!in_meta_scope()) index_select_kernel(a, dim, flat_index, out);
   return out;
 }
 

@@ -1,0 +1,248 @@
+// context.cpp - liveness, graph extraction, the canonical key and syncing.
+#include "context.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "tensor.h"
+
+namespace lazylua {
+
+const char* sync_cause_name(SyncCause cause) {
+  static const char* const kNames[] = {
+#define LAZYLUA_NAME_ITEM(name) #name,
+      LAZYLUA_SYNC_CAUSES(LAZYLUA_NAME_ITEM)
+#undef LAZYLUA_NAME_ITEM
+  };
+  return kNames[static_cast<int>(cause)];
+}
+
+Context::Context() : executor(make_reference_executor()) {
+  if (const char* eager_flag = std::getenv("LAZYLUA_EAGER")) {
+    eager = eager_flag[0] != '\0' && eager_flag[0] != '0';
+  }
+  if (const char* debug = std::getenv("LAZYLUA_DEBUG")) debug_level = std::atoi(debug);
+}
+
+Context::~Context() = default;
+
+const char* Context::intern(const std::string& chunk) {
+  return chunk_names_.insert(chunk).first->c_str();
+}
+
+void Context::add_live(TensorImpl* tensor) {
+  tensor->previous_live = live_last_;
+  tensor->next_live = nullptr;
+  if (live_last_) {
+    live_last_->next_live = tensor;
+  } else {
+    live_first_ = tensor;
+  }
+  live_last_ = tensor;
+}
+
+void Context::remove_live(TensorImpl* tensor) {
+  if (tensor->previous_live) {
+    tensor->previous_live->next_live = tensor->next_live;
+  } else if (live_first_ == tensor) {
+    live_first_ = tensor->next_live;
+  } else {
+    return;  // not registered (a view)
+  }
+  if (tensor->next_live) {
+    tensor->next_live->previous_live = tensor->previous_live;
+  } else {
+    live_last_ = tensor->previous_live;
+  }
+  tensor->previous_live = tensor->next_live = nullptr;
+}
+
+std::vector<TensorImpl*> Context::pending_tensors() const {
+  std::vector<TensorImpl*> pending;
+  for (TensorImpl* t = live_first_; t; t = t->next_live) {
+    if (t->pending) pending.push_back(t);
+  }
+  return pending;
+}
+
+namespace {
+
+bool acts_as_leaf(const Node* node) { return node->is_leaf() || node->result.defined(); }
+
+// The hash a leaf contributes to the key: what kind of input it is, its
+// dtype and shape, never its data or a scalar's value.
+uint64_t leaf_hash(const Node* node) {
+  if (node->op == Op::constant || node->op == Op::scalar) return node->local_hash;
+  uint64_t hash = hash_mix(static_cast<uint64_t>(Op::parameter), static_cast<uint64_t>(node->dtype));
+  for (int64_t extent : node->shape) hash = hash_mix(hash, static_cast<uint64_t>(extent));
+  return hash;
+}
+
+}  // namespace
+
+// Post-order from the roots in order, each node once; inputs are visited
+// left to right, so the same program always gives the same order.
+Graph Context::extract(const std::vector<TensorImpl*>& tensors) {
+  Graph graph;
+  const uint64_t epoch = ++epoch_;
+  struct Frame {
+    Node* node;
+    size_t next_input;
+  };
+  std::vector<Frame> stack;
+  graph.input_offsets.push_back(0);
+  auto finish = [&](Node* node) {
+    node->visit_index = static_cast<int32_t>(graph.nodes.size());
+    graph.nodes.push_back(node);
+    if (!acts_as_leaf(node)) {
+      for (const NodeRef& input : node->inputs) graph.input_positions.push_back(input->visit_index);
+    } else if (node->op != Op::constant) {
+      graph.parameters.push_back(node->visit_index);
+    }
+    graph.input_offsets.push_back(static_cast<int>(graph.input_positions.size()));
+  };
+  for (TensorImpl* tensor : tensors) {
+    Node* root = tensor->pending.get();
+    if (!root) continue;
+    if (root->visit_epoch != epoch) {
+      root->visit_epoch = epoch;
+      stack.push_back({root, 0});
+      while (!stack.empty()) {
+        Frame& frame = stack.back();
+        Node* node = frame.node;
+        if (acts_as_leaf(node) || frame.next_input == node->inputs.size()) {
+          stack.pop_back();
+          finish(node);
+          continue;
+        }
+        Node* input = node->inputs[frame.next_input++].get();
+        if (input->visit_epoch != epoch) {
+          input->visit_epoch = epoch;
+          stack.push_back({input, 0});
+        }
+      }
+    }
+    graph.outputs.push_back(root->visit_index);
+  }
+  uint64_t key = hash_mix(0x6c617a796c7561ULL, graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); i++) {
+    const Node* node = graph.nodes[i];
+    key = hash_mix(key, acts_as_leaf(node) ? leaf_hash(node) : node->local_hash);
+    for (int k = graph.input_offsets[i]; k < graph.input_offsets[i + 1]; k++) {
+      key = hash_mix(key, static_cast<uint64_t>(graph.input_positions[k]));
+    }
+  }
+  for (int output : graph.outputs) key = hash_mix(key, static_cast<uint64_t>(output) + 1);
+  graph.key = key;
+  return graph;
+}
+
+void Context::sync(const std::vector<TensorImpl*>& tensors, SyncCause cause) {
+  std::vector<TensorImpl*> roots;
+  for (TensorImpl* tensor : tensors) {
+    TensorImpl* target = tensor->is_lazy_view() ? tensor->base.get() : tensor;
+    if (target->pending) roots.push_back(target);
+  }
+  run(std::move(roots), cause, false);
+}
+
+void Context::mark_step() { run(pending_tensors(), SyncCause::barrier, true); }
+
+// At a barrier the outputs are the pending values of live tensors, but a
+// tensor the script can no longer reach stays "live" until Lua's collector
+// gets to it, which depends on timing. Most steps of a loop see a key they
+// have seen before, so collecting every time would be waste: only when the
+// key is new do we collect garbage and extract again. Every key that gets
+// executed is then one of a clean graph.
+void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss) {
+  metrics.syncs++;
+  metrics.syncs_by_cause[static_cast<int>(cause)]++;
+  if (roots.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  Graph graph = extract(roots);
+  bool hit = seen_keys.count(graph.key) > 0;
+  if (!hit && collect_on_miss && collect_garbage) {
+    collect_garbage(collect_garbage_user);
+    metrics.barrier_collections++;
+    roots = pending_tensors();
+    if (roots.empty()) return;
+    graph = extract(roots);
+    hit = seen_keys.count(graph.key) > 0;
+  }
+  // Roots keep their nodes alive while the graph holds raw pointers.
+  std::vector<Tensor> keep_alive(roots.begin(), roots.end());
+  if (hit) {
+    metrics.key_hits++;
+  } else {
+    metrics.key_misses++;
+    seen_keys.insert(graph.key);
+  }
+  if (debug_level >= 1) {
+    const SourceLocation where = current_location();
+    std::fprintf(stderr, "[lazylua] sync (%s) at %s: %zu nodes, %zu outputs, key %016llx, %s\n",
+                 sync_cause_name(cause), location_string(where).c_str(), graph.nodes.size(),
+                 graph.outputs.size(), static_cast<unsigned long long>(graph.key),
+                 hit ? "hit" : "miss");
+    if (debug_level >= 2) std::fputs(graph_text(graph).c_str(), stderr);
+  }
+
+  std::vector<Array> outputs;
+  const auto execute_start = std::chrono::steady_clock::now();
+  try {
+    outputs = executor->run(graph);
+  } catch (const ExecutionError& error) {
+    // The roots that need the failed node can never be computed: they keep
+    // the error, so later syncs do not fail again on them.
+    const Node* failed = graph.nodes[error.node];
+    const std::string message = fmt::format("error in the op recorded at {}: {}",
+                                            location_string(failed->location), error.what());
+    for (TensorImpl* root : roots) {
+      for (const Node* node : extract({root}).nodes) {
+        if (node == failed) {
+          root->pending = NodeRef{};
+          root->error = message;
+          break;
+        }
+      }
+    }
+    throw Error(message);
+  }
+  const auto end = std::chrono::steady_clock::now();
+  metrics.graphs_executed++;
+  metrics.nodes_executed += static_cast<int64_t>(graph.nodes.size());
+  metrics.execute_seconds += std::chrono::duration<double>(end - execute_start).count();
+
+  // Bind: each root's value becomes its data. A result whose memory is
+  // already some tensor's (a parameter passed through, a view of one, the
+  // same node bound to two tensors) is copied, so that data tensors never
+  // alias each other behind the script's back.
+  std::vector<const Buffer*> taken;
+  for (int position : graph.parameters) {
+    const Node* leaf = graph.nodes[position];
+    taken.push_back(leaf->data.buffer.get());
+    taken.push_back(leaf->result.buffer.get());
+  }
+  for (TensorImpl* root : roots) {
+    const int position = root->pending->visit_index;
+    size_t index = 0;
+    while (graph.outputs[index] != position) index++;
+    Array value = outputs[index];
+    const bool aliased = std::find(taken.begin(), taken.end(), value.buffer.get()) != taken.end();
+    if (aliased || !value.is_contiguous()) {
+      Array copy = Array::empty(value.shape, value.dtype);
+      copy_kernel(value, copy);
+      value = copy;
+    }
+    taken.push_back(value.buffer.get());
+    root->pending->result = value;
+    root->data_node = root->pending;
+    root->data = value;
+    root->pending = NodeRef{};
+  }
+  metrics.sync_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                              .count();
+}
+
+}  // namespace lazylua

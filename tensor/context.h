@@ -1,0 +1,137 @@
+// context.h - the state of one interpreter's tensors: eager or lazy mode,
+// the live lazy tensors, syncing, the executor and the metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir.h"
+
+namespace lazylua {
+
+class TensorImpl;
+
+// Why a sync happened; metrics count syncs by cause.
+#define LAZYLUA_SYNC_CAUSES(X) \
+  X(barrier)                   \
+  X(print)                     \
+  X(item)                      \
+  X(tolist)                    \
+  X(comparison)                \
+  X(explicit_sync)             \
+  X(eager_op)                  \
+  X(host_read)
+
+enum class SyncCause {
+#define LAZYLUA_ENUM_ITEM(name) name,
+  LAZYLUA_SYNC_CAUSES(LAZYLUA_ENUM_ITEM)
+#undef LAZYLUA_ENUM_ITEM
+};
+constexpr int kSyncCauseCount = 0
+#define LAZYLUA_COUNT_ITEM(name) +1
+    LAZYLUA_SYNC_CAUSES(LAZYLUA_COUNT_ITEM)
+#undef LAZYLUA_COUNT_ITEM
+    ;
+const char* sync_cause_name(SyncCause cause);
+
+// An extracted graph: the nodes a sync must compute, in a deterministic
+// post-order (inputs before users). Leaves are parameters (data, scalars,
+// results of earlier syncs) and constants; parameters are numbered in the
+// order they appear.
+struct Graph {
+  std::vector<const Node*> nodes;
+  std::vector<int> input_offsets;    // inputs of nodes[i] are input_positions[
+  std::vector<int> input_positions;  //   input_offsets[i] .. input_offsets[i+1])
+  std::vector<int> parameters;       // positions of the parameter/scalar leaves
+  std::vector<int> outputs;          // positions whose values the sync returns
+  uint64_t key = 0;                  // canonical hash: the compile-cache key
+
+  bool is_leaf(int position) const { return input_offsets[position] == input_offsets[position + 1]; }
+};
+
+// Runs an extracted graph. The reference executor (reference_executor.cpp)
+// walks it with the eager kernels; the compiler provides a native one.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Returns the values of graph.outputs, in order. Errors raised by a node
+  // are ExecutionErrors naming it.
+  virtual std::vector<Array> run(const Graph& graph) = 0;
+};
+std::unique_ptr<Executor> make_reference_executor();
+
+// An Error raised while computing a graph; `node` is its position.
+class ExecutionError : public Error {
+ public:
+  ExecutionError(const std::string& message, int node) : Error(message), node(node) {}
+  int node;
+};
+
+struct Metrics {
+  int64_t ops_recorded = 0;
+  int64_t syncs = 0;
+  int64_t syncs_by_cause[kSyncCauseCount] = {};
+  int64_t graphs_executed = 0;
+  int64_t nodes_executed = 0;
+  int64_t key_hits = 0;    // a graph whose key had been executed before
+  int64_t key_misses = 0;  // a new key
+  int64_t barrier_collections = 0;  // garbage collections run at a barrier
+  double execute_seconds = 0;
+  double sync_seconds = 0;  // whole syncs: extraction, key, execution, binding
+};
+
+class Context : public RefCounted {
+ public:
+  Context();
+  ~Context();
+
+  bool eager = false;
+  int debug_level = 0;
+  Metrics metrics;
+  std::unique_ptr<Executor> executor;
+  std::unordered_set<uint64_t> seen_keys;
+
+  // The Lua binding tells where the script is, for nodes and sync messages.
+  SourceLocation (*location_provider)(void* user) = nullptr;
+  void* location_user = nullptr;
+  SourceLocation current_location() const {
+    return location_provider ? location_provider(location_user) : SourceLocation{};
+  }
+  // Runs the host's garbage collector, so that tensors nobody can reach are
+  // not outputs of a barrier (see mark_step).
+  void (*collect_garbage)(void* user) = nullptr;
+  void* collect_garbage_user = nullptr;
+
+  // Interned chunk names for SourceLocation.
+  const char* intern(const std::string& chunk);
+
+  // Syncs the pending values of these tensors (views: of their bases).
+  void sync(const std::vector<TensorImpl*>& tensors, SyncCause cause);
+  // The barrier: syncs every live pending tensor.
+  void mark_step();
+  // The graph that sync would run for these tensors (for tensor.ir/dot).
+  Graph extract(const std::vector<TensorImpl*>& tensors);
+
+  // The live lazy tensors, oldest first (TensorImpl registers itself).
+  void add_live(TensorImpl* tensor);
+  void remove_live(TensorImpl* tensor);
+  std::vector<TensorImpl*> pending_tensors() const;
+
+ private:
+  void run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss);
+
+  TensorImpl* live_first_ = nullptr;
+  TensorImpl* live_last_ = nullptr;
+  uint64_t epoch_ = 0;
+  std::unordered_set<std::string> chunk_names_;
+};
+
+// Text and Graphviz forms of a graph (DESIGN.md §4).
+std::string graph_text(const Graph& graph);
+std::string graph_dot(const Graph& graph);
+
+}  // namespace lazylua

@@ -1,0 +1,192 @@
+// ir.cpp - building, hashing and evaluating IR nodes.
+#include "ir.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "eager_ops.h"
+
+namespace lazylua {
+namespace {
+
+uint64_t mix(uint64_t hash, uint64_t word) { return hash_mix(hash, word); }
+
+}  // namespace
+
+// A 64-bit mixing step (the finalizer of splitmix64): each combined word
+// changes every bit of the hash.
+uint64_t hash_mix(uint64_t hash, uint64_t word) {
+  uint64_t z = hash ^ (word + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+namespace {
+
+uint64_t double_bits(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+int attr_count(Op op, int input_rank) {
+  switch (op) {
+    case Op::reduce:
+    case Op::arg_reduce:
+    case Op::softmax:
+    case Op::select:
+    case Op::slice_update:
+    case Op::select_update: return 2;
+    case Op::slice: return 3;
+    case Op::cumsum:
+    case Op::cat:
+    case Op::gather:
+    case Op::index_select: return 1;
+    case Op::permute: return input_rank;
+    default: return 0;
+  }
+}
+
+void compute_hash(Node& node) {
+  uint64_t hash = mix(static_cast<uint64_t>(node.op), node.sub_op);
+  hash = mix(hash, static_cast<uint64_t>(node.dtype));
+  hash = mix(hash, static_cast<uint64_t>(node.shape.rank()));
+  for (int64_t extent : node.shape) hash = mix(hash, static_cast<uint64_t>(extent));
+  const int input_rank = node.inputs.empty() ? 0 : node.inputs[0]->shape.rank();
+  for (int i = 0; i < attr_count(node.op, input_rank); i++) {
+    hash = mix(hash, static_cast<uint64_t>(node.attrs[i]));
+  }
+  // Constants are part of the program; scalars and data are its inputs.
+  if (node.op == Op::constant) hash = mix(hash, double_bits(node.scalar.value));
+  node.local_hash = hash;
+  for (const NodeRef& input : node.inputs) hash = mix(hash, input->hash);
+  node.hash = hash;
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  static const char* const kNames[] = {
+#define LAZYLUA_NAME_ITEM(name) #name,
+      LAZYLUA_IR_OPS(LAZYLUA_NAME_ITEM)
+#undef LAZYLUA_NAME_ITEM
+  };
+  static_assert(sizeof kNames / sizeof kNames[0] == kOpCount);
+  return kNames[static_cast<int>(op)];
+}
+
+const char* Node::name() const {
+  switch (op) {
+    case Op::unary: return unary_op_name(static_cast<UnaryOp>(sub_op));
+    case Op::binary: return binary_op_name(static_cast<BinaryOp>(sub_op));
+    case Op::reduce: return reduce_op_name(static_cast<ReduceOp>(sub_op));
+    case Op::arg_reduce: return sub_op ? "argmax" : "argmin";
+    case Op::softmax: return attrs[1] ? "log_softmax" : "softmax";
+    default: return op_name(op);
+  }
+}
+
+std::string location_string(const SourceLocation& location) {
+  return fmt::format("{}:{}", location.chunk, location.line);
+}
+
+Attrs::Attrs(std::initializer_list<int64_t> list) {
+  LAZYLUA_ASSERT(list.size() <= static_cast<size_t>(kMaxDims));
+  std::copy(list.begin(), list.end(), values);
+}
+
+Attrs::Attrs(const int64_t* begin, int count) {
+  LAZYLUA_ASSERT(count <= kMaxDims);
+  std::copy(begin, begin + count, values);
+}
+
+NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
+                  std::vector<NodeRef> inputs, const Attrs& attrs, SourceLocation location) {
+  NodeRef node(new Node);
+  node->op = op;
+  node->sub_op = sub_op;
+  node->dtype = dtype;
+  node->shape = shape;
+  node->inputs = std::move(inputs);
+  std::copy(attrs.values, attrs.values + kMaxDims, node->attrs);
+  node->location = location;
+  compute_hash(*node);
+  return node;
+}
+
+NodeRef make_parameter(Array data, SourceLocation location) {
+  const Array contiguous_data = contiguous(data);
+  NodeRef node = make_node(Op::parameter, 0, data.dtype, data.shape, {}, {}, location);
+  node->data = contiguous_data;
+  return node;
+}
+
+NodeRef make_scalar(ops::Scalar value, DType dtype, SourceLocation location) {
+  const bool special = value.value == 0 || value.value == 1;
+  // Keep the exact value of the type it lands in, so that 1.0 and 1 agree.
+  if (!is_floating(dtype) && !value.is_integer) {
+    value = ops::Scalar::from_integer(static_cast<int64_t>(value.value));
+  }
+  NodeRef node(new Node);
+  node->op = special ? Op::constant : Op::scalar;
+  node->dtype = dtype;
+  node->scalar = value;
+  node->location = location;
+  compute_hash(*node);
+  return node;
+}
+
+Array evaluate_node(const Node& node, const std::vector<Array>& in) {
+  const int64_t* a = node.attrs;
+  auto optional_dim = [](int64_t dim) {
+    return dim < 0 ? std::nullopt : std::optional<int>(static_cast<int>(dim));
+  };
+  switch (node.op) {
+    case Op::parameter: return node.data;
+    case Op::scalar:
+    case Op::constant: return ops::full(Shape{}, node.scalar, node.dtype);
+    case Op::unary: return ops::unary(static_cast<UnaryOp>(node.sub_op), in[0]);
+    case Op::binary: return ops::binary(static_cast<BinaryOp>(node.sub_op), in[0], in[1]);
+    case Op::where: return ops::where(in[0], in[1], in[2]);
+    case Op::cast: return ops::cast(in[0], node.dtype);
+    case Op::clamp: {
+      auto bound = [&](int bit, const Array& value) {
+        return (node.sub_op & bit) ? std::optional<double>(ops::cast(value, DType::f64).data<double>()[0])
+                                   : std::nullopt;
+      };
+      return ops::clamp(in[0], bound(1, in[1]), bound(2, in[2]));
+    }
+    case Op::reduce:
+      return ops::reduce(static_cast<ReduceOp>(node.sub_op), in[0], optional_dim(a[0]), a[1]);
+    case Op::arg_reduce: return ops::arg_max_min(node.sub_op, in[0], optional_dim(a[0]), a[1]);
+    case Op::softmax: return ops::softmax(in[0], static_cast<int>(a[0]), a[1]);
+    case Op::cumsum: return ops::cumsum(in[0], static_cast<int>(a[0]));
+    case Op::matmul: return ops::matmul(in[0], in[1]);
+    case Op::reshape: return ops::reshape(in[0], node.shape);
+    case Op::permute: {
+      std::vector<int> order(a, a + in[0].rank());
+      return ops::permute(in[0], order);
+    }
+    case Op::slice: return ops::narrow(in[0], static_cast<int>(a[0]), a[1], a[2]);
+    case Op::select: return ops::select(in[0], static_cast<int>(a[0]), a[1]);
+    case Op::expand: return ops::expand(in[0], node.shape);
+    case Op::slice_update:
+    case Op::select_update: {
+      Array out = Array::empty(in[0].shape, in[0].dtype);
+      copy_kernel(in[0], out);
+      const int dim = static_cast<int>(a[0]);
+      const Array target = node.op == Op::slice_update
+                               ? out.narrowed(dim, a[1], in[1].shape[dim])
+                               : out.selected(dim, a[1]);
+      copy_kernel(in[1], target);
+      return out;
+    }
+    case Op::cat: return ops::cat(in, static_cast<int>(a[0]));
+    case Op::gather: return ops::gather(in[0], static_cast<int>(a[0]), in[1]);
+    case Op::index_select: return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
+  }
+  LAZYLUA_ASSERT(false);
+}
+
+}  // namespace lazylua

@@ -1,0 +1,121 @@
+// ir.h - the lazy IR: one node type, one list of ops.
+//
+// Every tensor op a script performs in lazy mode becomes a Node. Nodes are
+// immutable once built (but for the cached result of a sync), reference
+// counted, and carry the Lua line that recorded them. A graph is whatever
+// the live tensors reach.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "array.h"
+#include "eager_ops.h"
+
+namespace lazylua {
+
+// The ops of the IR. Unary, binary and reduce nodes carry the exact
+// operation in `sub_op` (a UnaryOp, BinaryOp or ReduceOp). The comment says
+// what `attrs` hold.
+#define LAZYLUA_IR_OPS(X)                                                              \
+  X(parameter)     /* materialized data (`data`): an input of the graph */             \
+  X(scalar)        /* a Lua number: a scalar input of the graph (`scalar`) */          \
+  X(constant)      /* 0 or 1, baked into the graph (`scalar`) */                       \
+  X(unary)         /* sub_op: UnaryOp */                                               \
+  X(binary)        /* sub_op: BinaryOp; inputs already cast to the compute dtype */    \
+  X(where)         /* (cond, a, b) */                                                  \
+  X(cast)          /* to the node's dtype */                                           \
+  X(clamp)         /* (x, low, high) with scalar bounds; sub_op: 1 has low, 2 has high */ \
+  X(reduce)        /* sub_op: ReduceOp; attrs: dim (-1: all), keepdim */               \
+  X(arg_reduce)    /* sub_op: 1 max, 0 min; attrs: dim (-1: all), keepdim */           \
+  X(softmax)       /* attrs: dim, log */                                               \
+  X(cumsum)        /* attrs: dim */                                                    \
+  X(matmul)        /* (a, b), both of the node's dtype */                              \
+  X(reshape)       /* to the node's shape */                                           \
+  X(permute)       /* attrs: the order of the input dims */                            \
+  X(slice)         /* attrs: dim, start, length (narrow) */                            \
+  X(select)        /* attrs: dim, index (drops dim) */                                 \
+  X(expand)        /* to the node's shape (broadcast) */                               \
+  X(slice_update)  /* (base, value): base with a slice replaced; attrs: dim, start */  \
+  X(select_update) /* (base, value): base with one index replaced; attrs: dim, index */ \
+  X(cat)           /* (inputs...); attrs: dim */                                       \
+  X(gather)        /* (input, index); attrs: dim */                                    \
+  X(index_select)  /* (input, index); attrs: dim */
+
+enum class Op : uint8_t {
+#define LAZYLUA_ENUM_ITEM(name) name,
+  LAZYLUA_IR_OPS(LAZYLUA_ENUM_ITEM)
+#undef LAZYLUA_ENUM_ITEM
+};
+constexpr int kOpCount = 0
+#define LAZYLUA_COUNT_ITEM(name) +1
+    LAZYLUA_IR_OPS(LAZYLUA_COUNT_ITEM)
+#undef LAZYLUA_COUNT_ITEM
+    ;
+
+const char* op_name(Op op);
+
+// Where a node was recorded: an interned chunk name and a line (0: unknown).
+struct SourceLocation {
+  const char* chunk = "?";
+  int line = 0;
+};
+// "train.lua:12" (Lua's short_src style).
+std::string location_string(const SourceLocation& location);
+
+class Node;
+using NodeRef = Ref<Node>;
+
+class Node : public RefCounted {
+ public:
+  Op op;
+  uint8_t sub_op = 0;
+  DType dtype;
+  Shape shape;
+  std::vector<NodeRef> inputs;
+  int64_t attrs[kMaxDims] = {};
+  ops::Scalar scalar;    // scalar and constant nodes
+  Array data;            // parameter nodes
+  SourceLocation location;
+  uint64_t local_hash = 0;  // op, sub_op, attrs, dtype, shape (and a constant's value)
+  uint64_t hash = 0;        // local_hash and the inputs' hashes: the whole expression
+
+  // Once a sync has computed this node, its value; later syncs treat the
+  // node as a parameter instead of recomputing it.
+  Array result;
+
+  // Scratch for graph extraction (see sync.cpp): the epoch of the last walk
+  // that reached this node and its position in that walk's order.
+  uint64_t visit_epoch = 0;
+  int32_t visit_index = -1;
+
+  // A human-readable name of this node's operation ("add", "sum", ...).
+  const char* name() const;
+  bool is_leaf() const { return op == Op::parameter || op == Op::scalar || op == Op::constant; }
+};
+
+// Op-specific integers of a node (see LAZYLUA_IR_OPS).
+struct Attrs {
+  int64_t values[kMaxDims] = {};
+  Attrs() = default;
+  Attrs(std::initializer_list<int64_t> list);
+  Attrs(const int64_t* begin, int count);
+};
+
+// Builds a node and computes its hash. The caller (tensor.cpp) has already
+// validated shapes and dtypes with the op rules.
+NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
+                  std::vector<NodeRef> inputs, const Attrs& attrs, SourceLocation location);
+NodeRef make_parameter(Array data, SourceLocation location);
+// A Lua number: 0 and 1 become constants, anything else a scalar input.
+NodeRef make_scalar(ops::Scalar value, DType dtype, SourceLocation location);
+
+// Combines a word into a 64-bit hash (used for node hashes and graph keys).
+uint64_t hash_mix(uint64_t hash, uint64_t word);
+
+// Computes a node's value from its inputs' values with the eager kernels:
+// the reference interpreter's one step, and the compiler's fallback.
+Array evaluate_node(const Node& node, const std::vector<Array>& inputs);
+
+}  // namespace lazylua

@@ -1,0 +1,622 @@
+// tensor.cpp - ops on Tensor handles: run at once in eager mode, recorded as
+// IR nodes in lazy mode. Recording runs the eager op on meta arrays first
+// (see MetaScope), so validation, shape and dtype rules are the eager op's.
+#include "tensor.h"
+
+#include <algorithm>
+
+namespace lazylua {
+
+TensorImpl::TensorImpl(Context* owner, Array array)
+    : context(owner), shape(array.shape), dtype(array.dtype), data(std::move(array)) {
+  context->add_live(this);
+}
+
+TensorImpl::TensorImpl(Context* owner, NodeRef node)
+    : context(owner), shape(node->shape), dtype(node->dtype), pending(std::move(node)) {
+  context->add_live(this);
+}
+
+TensorImpl::~TensorImpl() { context->remove_live(this); }
+
+Tensor make_tensor(Context* context, Array data) { return Tensor(new TensorImpl(context, data)); }
+
+Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype) {
+  if (context->eager) return make_tensor(context, ops::full(Shape{}, value, dtype));
+  return Tensor(new TensorImpl(context, make_scalar(value, dtype, context->current_location())));
+}
+
+namespace {
+
+Context* context_of(const Tensor& t) { return t->context.get(); }
+
+// A lazy tensor's strides as eager mode would have them: contiguous for a
+// base, the view's layout for a view.
+Array layout_of(const Tensor& t) {
+  if (t->is_lazy_view()) return t->layout;
+  if (t->data.defined() && !t->pending) return t->data;
+  Array meta;
+  meta.shape = t->shape;
+  meta.strides = contiguous_strides(t->shape);
+  meta.dtype = t->dtype;
+  return meta;
+}
+
+// The data an eager op works on (syncing a lazy tensor made before a switch
+// to eager mode).
+Array eager_data(const Tensor& t) {
+  if (t->data.defined() && !t->pending && !t->is_lazy_view()) return t->data;
+  return observe(t, SyncCause::eager_op);
+}
+
+Tensor wrap(const Tensor& like, Array data) { return make_tensor(context_of(like), data); }
+
+Tensor record(Context* context, Op op, uint8_t sub_op, const Array& meta,
+              std::vector<NodeRef> inputs, const Attrs& attrs = {}) {
+  context->metrics.ops_recorded++;
+  NodeRef node = make_node(op, sub_op, meta.dtype, meta.shape, std::move(inputs), attrs,
+                           context->current_location());
+  return Tensor(new TensorImpl(context, std::move(node)));
+}
+
+NodeRef node_of(Context* context, Op op, uint8_t sub_op, DType dtype, const Shape& shape,
+                std::vector<NodeRef> inputs, const Attrs& attrs = {}) {
+  context->metrics.ops_recorded++;
+  return make_node(op, sub_op, dtype, shape, std::move(inputs), attrs,
+                   context->current_location());
+}
+
+NodeRef apply_step(Context* context, const ViewStep& step, const NodeRef& input) {
+  const int64_t* a = step.attrs;
+  switch (step.op) {
+    case Op::permute:
+      return node_of(context, Op::permute, 0, input->dtype, step.shape, {input},
+                     Attrs(a, input->shape.rank()));
+    case Op::slice:
+      return node_of(context, Op::slice, 0, input->dtype, step.shape, {input}, {a[0], a[1], a[2]});
+    case Op::select:
+      return node_of(context, Op::select, 0, input->dtype, step.shape, {input}, {a[0], a[1]});
+    case Op::reshape:
+    case Op::expand: return node_of(context, step.op, 0, input->dtype, step.shape, {input});
+    default: LAZYLUA_ASSERT(false);
+  }
+}
+
+Array apply_step(const ViewStep& step, const Array& input) {
+  const int64_t* a = step.attrs;
+  switch (step.op) {
+    case Op::permute: return ops::permute(input, std::vector<int>(a, a + input.rank()));
+    case Op::slice: return input.narrowed(static_cast<int>(a[0]), a[1], a[2]);
+    case Op::select: return input.selected(static_cast<int>(a[0]), a[1]);
+    case Op::reshape: return ops::reshape(input, step.shape);
+    case Op::expand: return input.expanded(step.shape);
+    default: LAZYLUA_ASSERT(false);
+  }
+}
+
+// The value `base` takes when `update` is written through `step` into the
+// view of `base`.
+NodeRef unapply_step(Context* context, const ViewStep& step, const NodeRef& base,
+                     const NodeRef& update) {
+  const int64_t* a = step.attrs;
+  switch (step.op) {
+    case Op::permute: {
+      int64_t inverse[kMaxDims] = {};
+      for (int i = 0; i < base->shape.rank(); i++) inverse[a[i]] = i;
+      return node_of(context, Op::permute, 0, base->dtype, base->shape, {update},
+                     Attrs(inverse, base->shape.rank()));
+    }
+    case Op::slice:
+      return node_of(context, Op::slice_update, 0, base->dtype, base->shape, {base, update},
+                     {a[0], a[1]});
+    case Op::select:
+      return node_of(context, Op::select_update, 0, base->dtype, base->shape, {base, update},
+                     {a[0], a[1]});
+    case Op::reshape:
+      return node_of(context, Op::reshape, 0, base->dtype, base->shape, {update});
+    default: fail("cannot write through an expanded view (its elements share memory)");
+  }
+}
+
+Tensor make_view(const Tensor& a, ViewStep step, const Array& new_layout) {
+  Context* context = context_of(a);
+  Tensor view(new TensorImpl(context, Array{}));
+  context->remove_live(view.get());  // views have no pending value of their own
+  view->shape = step.shape;
+  view->dtype = a->dtype;
+  view->base = a->is_lazy_view() ? a->base : a;
+  view->steps = a->steps;
+  view->steps.push_back(step);
+  view->layout = new_layout;
+  return view;
+}
+
+// Writes a new value into `self` (a base, or a view of one).
+void assign(const Tensor& self, NodeRef value) {
+  Context* context = context_of(self);
+  if (value->dtype != self->dtype) {
+    value = node_of(context, Op::cast, 0, self->dtype, value->shape, {value});
+  }
+  if (value->shape != self->shape) {
+    value = node_of(context, Op::expand, 0, self->dtype, self->shape, {value});
+  }
+  if (!self->is_lazy_view()) {
+    self->pending = std::move(value);
+    self->data = Array{};
+    self->data_node = NodeRef{};
+    return;
+  }
+  const Tensor& base = self->base;
+  std::vector<NodeRef> chain{value_of(base)};
+  for (size_t i = 0; i + 1 < self->steps.size(); i++) {
+    chain.push_back(apply_step(context, self->steps[i], chain.back()));
+  }
+  NodeRef update = std::move(value);
+  for (size_t i = self->steps.size(); i-- > 0;) {
+    update = unapply_step(context, self->steps[i], chain[i], update);
+  }
+  base->pending = std::move(update);
+  base->data = Array{};
+  base->data_node = NodeRef{};
+}
+
+// Eager in-place ops need their target's real memory; a lazy tensor that
+// reaches eager mode is synced first.
+Array eager_target(const Tensor& self) {
+  if (self->is_lazy_view() || self->pending) {
+    Array data = observe(self, SyncCause::eager_op);
+    // The strided view shares the synced base's buffer, so the write
+    // reaches the base as eager mode expects.
+    return data;
+  }
+  return self->data;
+}
+
+Array meta(const Tensor& t) {
+  Array m = layout_of(t);
+  m.buffer = Ref<Buffer>{};
+  return m;
+}
+
+}  // namespace
+
+namespace {
+
+void check_not_failed(const TensorImpl& t) {
+  if (!t.error.empty()) fail("this tensor's value could not be computed: {}", t.error);
+}
+
+}  // namespace
+
+NodeRef value_of(const Tensor& t) {
+  check_not_failed(t->is_lazy_view() ? *t->base : *t);
+  if (t->is_lazy_view()) {
+    NodeRef base_value = value_of(t->base);
+    if (t->view_cache && t->view_cache_base == base_value) return t->view_cache;
+    NodeRef value = base_value;
+    for (const ViewStep& step : t->steps) value = apply_step(t->context.get(), step, value);
+    t->view_cache = value;
+    t->view_cache_base = base_value;
+    return value;
+  }
+  if (t->pending) return t->pending;
+  if (!t->data_node) t->data_node = make_parameter(t->data, t->context->current_location());
+  return t->data_node;
+}
+
+const Array& materialize(const Tensor& t, SyncCause cause) {
+  TensorImpl* target = t->is_lazy_view() ? t->base.get() : t.get();
+  check_not_failed(*target);
+  if (target->pending) t->context->sync({target}, cause);
+  return target->data;
+}
+
+Array observe(const Tensor& t, SyncCause cause) {
+  const Array& data = materialize(t, cause);
+  if (!t->is_lazy_view()) return data;
+  Array view = data;
+  for (const ViewStep& step : t->steps) view = apply_step(step, view);
+  return view;
+}
+
+// ---- Elementwise ----
+
+Tensor unary(UnaryOp op, const Tensor& a) {
+  if (a->context->eager) return wrap(a, ops::unary(op, eager_data(a)));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::unary(op, meta(a));
+  }
+  return record(context_of(a), Op::unary, static_cast<uint8_t>(op), m, {value_of(a)});
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (a->context->eager) return wrap(a, ops::binary(op, eager_data(a), eager_data(b)));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::binary(op, meta(a), meta(b));
+  }
+  return record(context_of(a), Op::binary, static_cast<uint8_t>(op), m,
+                {value_of(a), value_of(b)});
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, ops::Scalar b) {
+  if (a->context->eager) return wrap(a, ops::binary(op, eager_data(a), b));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::binary(op, meta(a), b);
+  }
+  Context* context = context_of(a);
+  const DType compute = ops::binary_compute_dtype(op, promote_with_scalar(a->dtype, b.is_integer));
+  return record(context, Op::binary, static_cast<uint8_t>(op), m,
+                {value_of(a), make_scalar(b, compute, context->current_location())});
+}
+
+Tensor binary(BinaryOp op, ops::Scalar a, const Tensor& b) {
+  if (b->context->eager) return wrap(b, ops::binary(op, a, eager_data(b)));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::binary(op, a, meta(b));
+  }
+  Context* context = context_of(b);
+  const DType compute = ops::binary_compute_dtype(op, promote_with_scalar(b->dtype, a.is_integer));
+  return record(context, Op::binary, static_cast<uint8_t>(op), m,
+                {make_scalar(a, compute, context->current_location()), value_of(b)});
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (a->context->eager) {
+    return wrap(a, ops::where(eager_data(cond), eager_data(a), eager_data(b)));
+  }
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::where(meta(cond), meta(a), meta(b));
+  }
+  return record(context_of(a), Op::where, 0, m, {value_of(cond), value_of(a), value_of(b)});
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> low, std::optional<double> high) {
+  if (a->context->eager) return wrap(a, ops::clamp(eager_data(a), low, high));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::clamp(meta(a), low, high);
+  }
+  Context* context = context_of(a);
+  const SourceLocation location = context->current_location();
+  const uint8_t which = (low ? 1 : 0) | (high ? 2 : 0);
+  return record(context, Op::clamp, which, m,
+                {value_of(a), make_scalar(ops::Scalar::from_double(low.value_or(0)), DType::f64,
+                                          location),
+                 make_scalar(ops::Scalar::from_double(high.value_or(0)), DType::f64, location)});
+}
+
+Tensor cast(const Tensor& a, DType dtype) {
+  if (a->dtype == dtype) return a;
+  if (a->context->eager) return wrap(a, ops::cast(eager_data(a), dtype));
+  Array m = meta(a);
+  m.dtype = dtype;
+  return record(context_of(a), Op::cast, 0, m, {value_of(a)});
+}
+
+Tensor clone(const Tensor& a) {
+  if (a->context->eager) {
+    const Array source = eager_data(a);
+    Array copy = Array::empty(source.shape, source.dtype);
+    copy_kernel(source, copy);
+    return wrap(a, copy);
+  }
+  return Tensor(new TensorImpl(context_of(a), value_of(a)));
+}
+
+// ---- In place ----
+
+void unary_(UnaryOp op, const Tensor& self) {
+  if (self->context->eager) return ops::unary_(op, eager_target(self));
+  {
+    MetaScope scope;
+    ops::unary_(op, meta(self));
+  }
+  Context* context = context_of(self);
+  assign(self, node_of(context, Op::unary, static_cast<uint8_t>(op), self->dtype, self->shape,
+                       {value_of(self)}));
+}
+
+void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
+  if (self->context->eager) return ops::binary_(op, eager_target(self), eager_data(other));
+  Array m;
+  {
+    MetaScope scope;
+    ops::binary_(op, meta(self), meta(other));
+    m = ops::binary(op, meta(self), meta(other));
+  }
+  assign(self, node_of(context_of(self), Op::binary, static_cast<uint8_t>(op), m.dtype, m.shape,
+                       {value_of(self), value_of(other)}));
+}
+
+void binary_(BinaryOp op, const Tensor& self, ops::Scalar other) {
+  if (self->context->eager) return ops::binary_(op, eager_target(self), other);
+  Array m;
+  {
+    MetaScope scope;
+    ops::binary_(op, meta(self), other);
+    m = ops::binary(op, meta(self), other);
+  }
+  Context* context = context_of(self);
+  const DType compute =
+      ops::binary_compute_dtype(op, promote_with_scalar(self->dtype, other.is_integer));
+  assign(self, node_of(context, Op::binary, static_cast<uint8_t>(op), m.dtype, m.shape,
+                       {value_of(self), make_scalar(other, compute, context->current_location())}));
+}
+
+void clamp_(const Tensor& self, std::optional<double> low, std::optional<double> high) {
+  if (self->context->eager) return ops::clamp_(eager_target(self), low, high);
+  {
+    MetaScope scope;
+    ops::clamp_(meta(self), low, high);
+  }
+  assign(self, value_of(clamp(self, low, high)));
+}
+
+void fill_(const Tensor& self, ops::Scalar value) {
+  if (self->context->eager) return ops::fill_(eager_target(self), value);
+  {
+    MetaScope scope;
+    ops::fill_(meta(self), value);
+  }
+  Context* context = context_of(self);
+  assign(self, make_scalar(value, self->dtype, context->current_location()));
+}
+
+void copy_(const Tensor& self, const Tensor& source) {
+  if (self->context->eager) return ops::copy_(eager_target(self), eager_data(source));
+  {
+    MetaScope scope;
+    ops::copy_(meta(self), meta(source));
+  }
+  assign(self, value_of(source));
+}
+
+// ---- Reductions and matmul ----
+
+Tensor reduce(ReduceOp op, const Tensor& a, std::optional<int> dim, bool keepdim) {
+  if (a->context->eager) return wrap(a, ops::reduce(op, eager_data(a), dim, keepdim));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::reduce(op, meta(a), dim, keepdim);
+  }
+  return record(context_of(a), Op::reduce, static_cast<uint8_t>(op), m, {value_of(a)},
+                {dim.value_or(-1), keepdim});
+}
+
+std::pair<Tensor, Tensor> max_min_dim(bool is_max, const Tensor& a, int dim, bool keepdim) {
+  if (a->context->eager) {
+    auto [values, indices] = ops::max_min_dim(is_max, eager_data(a), dim, keepdim);
+    return {wrap(a, values), wrap(a, indices)};
+  }
+  std::pair<Array, Array> m;
+  {
+    MetaScope scope;
+    m = ops::max_min_dim(is_max, meta(a), dim, keepdim);
+  }
+  const NodeRef input = value_of(a);
+  Context* context = context_of(a);
+  return {record(context, Op::reduce, static_cast<uint8_t>(is_max ? ReduceOp::max : ReduceOp::min),
+                 m.first, {input}, {dim, keepdim}),
+          record(context, Op::arg_reduce, is_max, m.second, {input}, {dim, keepdim})};
+}
+
+Tensor arg_max_min(bool is_max, const Tensor& a, std::optional<int> dim, bool keepdim) {
+  if (a->context->eager) return wrap(a, ops::arg_max_min(is_max, eager_data(a), dim, keepdim));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::arg_max_min(is_max, meta(a), dim, keepdim);
+  }
+  return record(context_of(a), Op::arg_reduce, is_max, m, {value_of(a)},
+                {dim.value_or(-1), keepdim});
+}
+
+Tensor softmax(const Tensor& a, int dim, bool log) {
+  if (a->context->eager) return wrap(a, ops::softmax(eager_data(a), dim, log));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::softmax(meta(a), dim, log);
+  }
+  return record(context_of(a), Op::softmax, 0, m, {value_of(a)}, {dim, log});
+}
+
+Tensor cumsum(const Tensor& a, int dim) {
+  if (a->context->eager) return wrap(a, ops::cumsum(eager_data(a), dim));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::cumsum(meta(a), dim);
+  }
+  return record(context_of(a), Op::cumsum, 0, m, {value_of(a)}, {dim});
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a->context->eager) return wrap(a, ops::matmul(eager_data(a), eager_data(b)));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::matmul(meta(a), meta(b));
+  }
+  return record(context_of(a), Op::matmul, 0, m, {value_of(a), value_of(b)});
+}
+
+// ---- Views ----
+
+namespace {
+
+ViewStep step_of(Op op, const Shape& shape, std::initializer_list<int64_t> attrs = {}) {
+  ViewStep step;
+  step.op = op;
+  step.shape = shape;
+  int i = 0;
+  for (int64_t attr : attrs) step.attrs[i++] = attr;
+  return step;
+}
+
+// A reshape that eager mode does as a view (strides allow it) is a view
+// step; otherwise it is a copy, as in eager mode.
+Tensor reshape_or_copy(const Tensor& a, const Shape& target, bool must_be_view) {
+  // On a meta array, success shows as the target shape (a failure is an
+  // empty Array, whose rank-0 shape only a scalar target could match, and a
+  // one-element tensor always reshapes as a view).
+  const Array viewed = meta(a).try_reshape_view(target);
+  if (viewed.shape == target) return make_view(a, step_of(Op::reshape, target), viewed);
+  if (must_be_view) {
+    fail("view: the strides of a tensor of shape {} do not allow a view of shape {}; use "
+         "reshape (which copies)",
+         shape_string(a->shape), shape_string(target));
+  }
+  Array m = meta(a);
+  m.shape = target;
+  return record(context_of(a), Op::reshape, 0, m, {value_of(a)});
+}
+
+}  // namespace
+
+Tensor view(const Tensor& a, const Shape& shape) {
+  if (a->context->eager) return wrap(a, ops::view(eager_data(a), shape));
+  return reshape_or_copy(a, ops::infer_shape(shape, numel(a->shape), "view"), true);
+}
+
+Tensor reshape(const Tensor& a, const Shape& shape) {
+  if (a->context->eager) return wrap(a, ops::reshape(eager_data(a), shape));
+  return reshape_or_copy(a, ops::infer_shape(shape, numel(a->shape), "reshape"), false);
+}
+
+Tensor transpose(const Tensor& a, int dim_a, int dim_b) {
+  if (a->context->eager) return wrap(a, ops::transpose(eager_data(a), dim_a, dim_b));
+  if (a->shape.rank() == 0) return a;
+  std::vector<int> order(a->shape.rank());
+  for (int i = 0; i < a->shape.rank(); i++) order[i] = i;
+  std::swap(order[dim_a], order[dim_b]);
+  return permute(a, order);
+}
+
+Tensor permute(const Tensor& a, const std::vector<int>& order) {
+  if (a->context->eager) return wrap(a, ops::permute(eager_data(a), order));
+  const Array layout = ops::permute(meta(a), order);
+  ViewStep step = step_of(Op::permute, layout.shape);
+  for (size_t i = 0; i < order.size(); i++) step.attrs[i] = order[i];
+  return make_view(a, step, layout);
+}
+
+Tensor narrow(const Tensor& a, int dim, int64_t start, int64_t length) {
+  if (a->context->eager) return wrap(a, ops::narrow(eager_data(a), dim, start, length));
+  const Array layout = ops::narrow(meta(a), dim, start, length);
+  return make_view(a, step_of(Op::slice, layout.shape, {dim, start, length}), layout);
+}
+
+Tensor select(const Tensor& a, int dim, int64_t index) {
+  if (a->context->eager) return wrap(a, ops::select(eager_data(a), dim, index));
+  const Array layout = ops::select(meta(a), dim, index);
+  return make_view(a, step_of(Op::select, layout.shape, {dim, index}), layout);
+}
+
+Tensor squeeze(const Tensor& a, std::optional<int> dim) {
+  if (a->context->eager) return wrap(a, ops::squeeze(eager_data(a), dim));
+  const Array layout = ops::squeeze(meta(a), dim);
+  return make_view(a, step_of(Op::reshape, layout.shape), layout);
+}
+
+Tensor unsqueeze(const Tensor& a, int dim) {
+  if (a->context->eager) return wrap(a, ops::unsqueeze(eager_data(a), dim));
+  const Array layout = ops::unsqueeze(meta(a), dim);
+  return make_view(a, step_of(Op::reshape, layout.shape), layout);
+}
+
+Tensor expand(const Tensor& a, const Shape& shape) {
+  if (a->context->eager) return wrap(a, ops::expand(eager_data(a), shape));
+  const Array layout = ops::expand(meta(a), shape);
+  return make_view(a, step_of(Op::expand, layout.shape), layout);
+}
+
+Tensor flatten(const Tensor& a, int start_dim, int end_dim) {
+  if (a->context->eager) return wrap(a, ops::flatten(eager_data(a), start_dim, end_dim));
+  Array shape_only;
+  {
+    MetaScope scope;
+    shape_only = ops::flatten(meta(a), start_dim, end_dim);
+  }
+  return reshape_or_copy(a, shape_only.shape, false);
+}
+
+Tensor contiguous(const Tensor& a) {
+  if (a->context->eager) return wrap(a, contiguous(eager_data(a)));
+  if (meta(a).is_contiguous()) return a;
+  return Tensor(new TensorImpl(context_of(a), value_of(a)));
+}
+
+// ---- Joins and indexing ----
+
+Tensor cat(const std::vector<Tensor>& inputs, int dim) {
+  LAZYLUA_ASSERT(!inputs.empty());
+  const Tensor& first = inputs[0];
+  std::vector<Array> arrays;
+  arrays.reserve(inputs.size());
+  if (first->context->eager) {
+    for (const Tensor& input : inputs) arrays.push_back(eager_data(input));
+    return wrap(first, ops::cat(arrays, dim));
+  }
+  for (const Tensor& input : inputs) arrays.push_back(meta(input));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::cat(arrays, dim);
+  }
+  std::vector<NodeRef> values;
+  values.reserve(inputs.size());
+  for (const Tensor& input : inputs) values.push_back(value_of(input));
+  return record(context_of(first), Op::cat, 0, m, std::move(values), {dim});
+}
+
+Tensor stack(const std::vector<Tensor>& inputs, int dim) {
+  LAZYLUA_ASSERT(!inputs.empty());
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (inputs[i]->shape != inputs[0]->shape) {
+      fail("stack: tensor {} has shape {}, but tensor 1 has shape {}", i + 1,
+           shape_string(inputs[i]->shape), shape_string(inputs[0]->shape));
+    }
+  }
+  if (dim < 0 || dim > inputs[0]->shape.rank()) fail("stack: dimension {} out of range", dim + 1);
+  std::vector<Tensor> expanded;
+  expanded.reserve(inputs.size());
+  for (const Tensor& input : inputs) expanded.push_back(unsqueeze(input, dim));
+  return cat(expanded, dim);
+}
+
+Tensor gather(const Tensor& a, int dim, const Tensor& index) {
+  if (a->context->eager) return wrap(a, ops::gather(eager_data(a), dim, eager_data(index)));
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::gather(meta(a), dim, meta(index));
+  }
+  return record(context_of(a), Op::gather, 0, m, {value_of(a), value_of(index)}, {dim});
+}
+
+Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
+  if (a->context->eager) {
+    return wrap(a, ops::index_select(eager_data(a), dim, eager_data(index)));
+  }
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::index_select(meta(a), dim, meta(index));
+  }
+  return record(context_of(a), Op::index_select, 0, m, {value_of(a), value_of(index)}, {dim});
+}
+
+}  // namespace lazylua
