@@ -12,9 +12,9 @@
 namespace lazylua {
 namespace {
 
-// What a Tensor userdata holds. An undefined array means closed/collected.
+// What a Tensor userdata holds. A null tensor means closed.
 struct TensorBox {
-  Array array;
+  Tensor tensor;
 };
 
 // Registry key of the metatable (the address is the key: no string lookup).
@@ -36,18 +36,18 @@ TensorBox* to_box(lua_State* L, int index) {
 }
 
 int release(lua_State* L) {
-  if (TensorBox* box = to_box(L, 1)) box->array = Array{};
+  if (TensorBox* box = to_box(L, 1)) box->tensor.reset();
   return 0;
 }
 
 // t[i] is select(1, i); t[{i, j}] selects along successive dims.
-Array index_view(lua_State* L, const Array& base, int key, const char* function) {
+Tensor index_view(lua_State* L, const Tensor& base, int key, const char* function) {
   if (lua_type(L, key) == LUA_TTABLE) {
-    Array view = base;
+    Tensor view = base;
     const int64_t count = static_cast<int64_t>(lua_rawlen(L, key));
-    if (count > base.rank()) {
+    if (count > base->shape.rank()) {
       binding::argument_error(2, function, fmt::format("{} indices for a {}-d tensor", count,
-                                                       base.rank()));
+                                                       base->shape.rank()));
     }
     for (int64_t i = 1; i <= count; i++) {
       lua_rawgeti(L, key, i);
@@ -55,13 +55,13 @@ Array index_view(lua_State* L, const Array& base, int key, const char* function)
       const int64_t index = ok ? lua_tointeger(L, -1) : 0;
       lua_pop(L, 1);
       if (!ok) binding::argument_error(2, function, "indices must be integers");
-      view = ops::select(view, 0, normalize_index(index, view.shape[0], function));
+      view = select(view, 0, normalize_index(index, view->shape[0], function));
     }
     return view;
   }
-  if (base.rank() == 0) fail("{}: cannot index a 0-d tensor", function);
+  if (base->shape.rank() == 0) fail("{}: cannot index a 0-d tensor", function);
   const int64_t index = binding::check_integer(L, key, function);
-  return ops::select(base, 0, normalize_index(index, base.shape[0], function));
+  return select(base, 0, normalize_index(index, base->shape[0], function));
 }
 
 int tensor_index(lua_State* L) {
@@ -75,58 +75,57 @@ int tensor_index(lua_State* L) {
     lua_pushnil(L);
     return 1;
   }
-  const Array& base = binding::check_tensor(L, 1, "index");
+  const Tensor& base = binding::check_tensor(L, 1, "index");
   push_tensor(L, index_view(L, base, 2, "index"));
   return 1;
 }
 
 int tensor_newindex(lua_State* L) {
-  const Array& base = binding::check_tensor(L, 1, "newindex");
+  const Tensor& base = binding::check_tensor(L, 1, "newindex");
   const int key_type = lua_type(L, 2);
   if (key_type != LUA_TNUMBER && key_type != LUA_TTABLE) {
     fail("cannot set field '{}' of a tensor", lua_type(L, 2) == LUA_TSTRING
                                                   ? lua_tostring(L, 2)
                                                   : lua_typename(L, key_type));
   }
-  const Array view = index_view(L, base, 2, "newindex");
-  if (const Array* source = to_tensor(L, 3)) {
-    if (!source->defined()) fail("newindex: attempt to use a closed tensor");
+  const Tensor view = index_view(L, base, 2, "newindex");
+  if (to_tensor(L, 3)) {
     // As in PyTorch, leading extents of 1 in the value do not count: t[i] = u
     // with u of shape [1, n] fills a row of shape [n].
-    Array value = *source;
-    while (value.rank() > view.rank() && value.shape[0] == 1) value = value.selected(0, 0);
-    ops::copy_(view, value);
+    Tensor value = binding::check_tensor(L, 3, "newindex");
+    while (value->shape.rank() > view->shape.rank() && value->shape[0] == 1) {
+      value = select(value, 0, 0);
+    }
+    copy_(view, value);
   } else {
-    ops::fill_(view, binding::check_scalar(L, 3, "newindex"));
+    fill_(view, binding::check_scalar(L, 3, "newindex"));
   }
   return 0;
 }
 
 int tensor_tostring(lua_State* L) {
-  const Array& array = binding::check_tensor(L, 1, "tostring");
-  const std::string text = format_tensor(array);
+  const Tensor& tensor = binding::check_tensor(L, 1, "tostring");
+  const std::string text = format_tensor(observe(tensor, SyncCause::print));
   lua_pushlstring(L, text.data(), text.size());
   return 1;
 }
 
 int tensor_len(lua_State* L) {
-  const Array& array = binding::check_tensor(L, 1, "len");
-  if (array.rank() == 0) fail("len: a 0-d tensor has no length");
-  lua_pushinteger(L, array.shape[0]);
+  const Tensor& tensor = binding::check_tensor(L, 1, "len");
+  if (tensor->shape.rank() == 0) fail("len: a 0-d tensor has no length");
+  lua_pushinteger(L, tensor->shape[0]);
   return 1;
 }
 
 // a == b for two tensors: same shape and equal values (torch.equal).
 int tensor_eq(lua_State* L) {
-  const Array* a = to_tensor(L, 1);
-  const Array* b = to_tensor(L, 2);
-  if (!a || !b || !a->defined() || !b->defined()) {
+  const Tensor* a = to_tensor(L, 1);
+  const Tensor* b = to_tensor(L, 2);
+  if (!a || !b || !*a || !*b) {
     lua_pushboolean(L, false);
     return 1;
   }
-  bool equal = a->shape == b->shape;
-  if (equal) equal = all_nonzero(ops::binary(BinaryOp::eq, *a, *b));
-  lua_pushboolean(L, equal);
+  lua_pushboolean(L, tensors_equal(*a, *b));
   return 1;
 }
 
@@ -134,13 +133,13 @@ int tensor_eq(lua_State* L) {
 // comparison, as a double (integers beyond 2^53 compare approximately).
 double comparison_operand(lua_State* L, int arg, const char* op) {
   if (binding::is_number(L, arg)) return lua_tonumber(L, arg);
-  const Array& array = binding::check_tensor(L, arg, op);
-  if (array.numel() != 1) {
+  const Tensor& tensor = binding::check_tensor(L, arg, op);
+  if (numel(tensor->shape) != 1) {
     fail("{}: a tensor of {} elements has no single truth value; use the elementwise {} "
          "method instead",
-         op, array.numel(), std::strcmp(op, "<") == 0 ? "lt" : "le");
+         op, numel(tensor->shape), std::strcmp(op, "<") == 0 ? "lt" : "le");
   }
-  const Array as_double = ops::cast(array, DType::f64);
+  const Array as_double = ops::cast(observe(tensor, SyncCause::comparison), DType::f64);
   return *as_double.data<double>();
 }
 
@@ -154,29 +153,92 @@ int tensor_le(lua_State* L) {
   return 1;
 }
 
-}  // namespace
-
-const Array* to_tensor(lua_State* L, int index) {
-  TensorBox* box = to_box(L, index);
-  return box ? &box->array : nullptr;
+// Where the running Lua code is: the function that called the tensor
+// function (level 1). The chunk name is interned once per source string.
+SourceLocation lua_location(void* user) {
+  auto* L = static_cast<lua_State*>(user);
+  lua_Debug info;
+  if (!L || !lua_getstack(L, 1, &info) || !lua_getinfo(L, "Sl", &info)) return {};
+  Context* context = tensor_context(L);
+  thread_local const char* last_source = nullptr;
+  thread_local const char* last_chunk = nullptr;
+  thread_local Context* last_context = nullptr;
+  if (info.source != last_source || context != last_context) {
+    last_source = info.source;
+    last_context = context;
+    last_chunk = context->intern(info.short_src);
+  }
+  return {last_chunk, info.currentline};
 }
 
-void push_tensor(lua_State* L, Array array) {
-  const int64_t bytes = array.defined() ? static_cast<int64_t>(array.buffer->nbytes()) : 0;
+void collect_lua_garbage(void* user) {
+  auto* L = static_cast<lua_State*>(user);
+  if (L) lua_gc(L, LUA_GCCOLLECT);
+}
+
+// The registry's reference to the context: released with the Lua state.
+struct ContextHolder {
+  Ref<Context> context;
+};
+
+int release_context(lua_State* L) {
+  auto* holder = static_cast<ContextHolder*>(lua_touserdata(L, 1));
+  if (holder) holder->context.reset();
+  return 0;
+}
+
+// Makes this interpreter's tensor context, reachable from any of its
+// threads through the state's extra space.
+void create_context(lua_State* L) {
+  auto* holder = new (lua_newuserdatauv(L, sizeof(ContextHolder), 0)) ContextHolder{};
+  lua_newtable(L);
+  lua_pushcfunction(L, release_context);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "lazylua.context");
+  holder->context = make_ref<Context>();
+  Context* context = holder->context.get();
+  context->location_provider = lua_location;
+  context->location_user = L;
+  context->collect_garbage = collect_lua_garbage;
+  context->collect_garbage_user = L;
+  *static_cast<Context**>(lua_getextraspace(L)) = context;
+}
+
+}  // namespace
+
+const Tensor* to_tensor(lua_State* L, int index) {
+  TensorBox* box = to_box(L, index);
+  return box ? &box->tensor : nullptr;
+}
+
+void push_tensor(lua_State* L, Tensor tensor) {
+  // Data views share their base's buffer; only a fresh buffer, or a pending
+  // value's future one, counts as new memory.
+  int64_t bytes = numel(tensor->shape) * dtype_size(tensor->dtype);
+  if (tensor->is_lazy_view() || (tensor->data.defined() && tensor->data.buffer->use_count() > 1)) {
+    bytes = 0;
+  }
   // The box is valid (empty) before anything else can fail.
   auto* box = new (lua_newuserdatauv(L, sizeof(TensorBox), 0)) TensorBox{};
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kMetatableKey);
   lua_setmetatable(L, -2);
-  // Views share their base's buffer; only a fresh buffer counts as new memory.
-  if (array.defined() && array.buffer->use_count() == 1) bytes_since_collection += bytes;
-  box->array = std::move(array);
+  box->tensor = std::move(tensor);
+  bytes_since_collection += bytes;
   if (bytes_since_collection > kCollectEveryBytes) {
     bytes_since_collection = 0;
     lua_gc(L, LUA_GCCOLLECT);
   }
 }
 
+void push_tensor(lua_State* L, Array data) {
+  push_tensor(L, make_tensor(tensor_context(L), std::move(data)));
+}
+
+Context* tensor_context(lua_State* L) { return *static_cast<Context**>(lua_getextraspace(L)); }
+
 int open_tensor_module(lua_State* L) {
+  create_context(L);
   lua_newtable(L);  // the module
   const int module = lua_gettop(L);
   lua_newtable(L);  // the method table
@@ -192,6 +254,7 @@ int open_tensor_module(lua_State* L) {
   }
   lua_pushvalue(L, module);
   binding::register_factories(L);
+  binding::register_lazy_functions(L);
   lua_pop(L, 1);
 
   luaL_newmetatable(L, kTensorMetatableName);
@@ -232,6 +295,10 @@ namespace binding {
 int run_guarded(lua_State* L, Body body) {
   // A fixed buffer: nothing here needs a destructor when lua_error jumps.
   char message[1024];
+  // The context asks this state for source locations and collections.
+  Context* context = tensor_context(L);
+  context->location_user = L;
+  context->collect_garbage_user = L;
   try {
     return body(L);
   } catch (const std::bad_alloc&) {

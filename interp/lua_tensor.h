@@ -3,7 +3,7 @@
 
 #include <lua.hpp>
 
-#include "tensor/array.h"
+#include "tensor/tensor.h"
 
 namespace lazylua {
 
@@ -14,11 +14,16 @@ constexpr const char* kTensorMetatableName = "lazylua.Tensor";
 // Pushes the `tensor` module table (creating the metatable on first use).
 int open_tensor_module(lua_State* L);
 
-// The Array of the Tensor at `index`, or nullptr if the value there is not a
-// Tensor. A closed tensor gives an undefined Array.
-const Array* to_tensor(lua_State* L, int index);
+// The Tensor at `index`, or nullptr if the value there is not a Tensor. A
+// closed tensor gives a null Tensor.
+const Tensor* to_tensor(lua_State* L, int index);
 
-// Pushes a new Tensor userdata holding `array`.
-void push_tensor(lua_State* L, Array array);
+// Pushes a new Tensor userdata holding `tensor`.
+void push_tensor(lua_State* L, Tensor tensor);
+// Pushes a new Tensor userdata holding data.
+void push_tensor(lua_State* L, Array data);
+
+// The tensor context of this interpreter (made by open_tensor_module).
+Context* tensor_context(lua_State* L);
 
 }  // namespace lazylua

@@ -17,11 +17,11 @@ void type_error(lua_State* L, int arg, const char* function, const char* expecte
   argument_error(arg, function, fmt::format("{} expected, got {}", expected, got));
 }
 
-const Array& check_tensor(lua_State* L, int arg, const char* function) {
-  const Array* array = to_tensor(L, arg);
-  if (!array) type_error(L, arg, function, "tensor");
-  if (!array->defined()) argument_error(arg, function, "attempt to use a closed tensor");
-  return *array;
+const Tensor& check_tensor(lua_State* L, int arg, const char* function) {
+  const Tensor* tensor = to_tensor(L, arg);
+  if (!tensor) type_error(L, arg, function, "tensor");
+  if (!*tensor) argument_error(arg, function, "attempt to use a closed tensor");
+  return *tensor;
 }
 
 bool is_number(lua_State* L, int arg) { return lua_type(L, arg) == LUA_TNUMBER; }
@@ -132,14 +132,10 @@ std::optional<DType> options_dtype(lua_State* L, int arg, const char* function) 
   return parse_dtype(copy);
 }
 
-Array tensor_or_scalar(lua_State* L, int arg, const char* function, DType other) {
-  if (const Array* array = to_tensor(L, arg)) {
-    if (!array->defined()) argument_error(arg, function, "attempt to use a closed tensor");
-    return *array;
-  }
+Tensor tensor_or_scalar(lua_State* L, int arg, const char* function, DType other) {
+  if (to_tensor(L, arg)) return check_tensor(L, arg, function);
   const ops::Scalar value = check_scalar(L, arg, function);
-  const DType type = promote_with_scalar(other, value.is_integer);
-  return ops::full(Shape{}, value, type);
+  return scalar_tensor(tensor_context(L), value, promote_with_scalar(other, value.is_integer));
 }
 
 void push_element(lua_State* L, const Array& a, const int64_t* index) {

@@ -14,6 +14,11 @@ int push(lua_State* L, Array array) {
   return 1;
 }
 
+int push(lua_State* L, Tensor tensor) {
+  push_tensor(L, std::move(tensor));
+  return 1;
+}
+
 // Splits the arguments of a factory into sizes [1, last_size] and an
 // optional trailing options table; returns the dtype asked for.
 struct FactoryArgs {
@@ -225,11 +230,10 @@ class TableReader {
 int new_tensor(lua_State* L) {
   const std::optional<DType> dtype =
       lua_gettop(L) >= 2 ? options_dtype(L, 2, "new") : std::nullopt;
-  if (const Array* source = to_tensor(L, 1)) {
-    const Array& input = check_tensor(L, 1, "new");
-    Array copy = Array::empty(input.shape, dtype.value_or(source->dtype));
-    copy_kernel(input, copy);
-    return push(L, std::move(copy));
+  if (to_tensor(L, 1)) {
+    const Tensor& input = check_tensor(L, 1, "new");
+    const Tensor copy = lazylua::clone(input);
+    return push(L, dtype ? lazylua::cast(copy, *dtype) : copy);
   }
   if (is_number(L, 1) || lua_type(L, 1) == LUA_TBOOLEAN) {
     const ops::Scalar value = check_scalar(L, 1, "new");
@@ -240,7 +244,7 @@ int new_tensor(lua_State* L) {
   if (lua_type(L, 1) != LUA_TTABLE) type_error(L, 1, "new", "table, number or tensor");
   luaL_checkstack(L, kMaxDims + 4, "new");
   TableReader reader(L, "new");
-  Array array = reader.read(1);
+  const Array array = reader.read(1);
   return push(L, dtype ? ops::cast(array, *dtype) : array);
 }
 
@@ -250,32 +254,34 @@ int is_tensor(lua_State* L) {
 }
 
 int where(lua_State* L) {
-  const Array& cond = check_tensor(L, 1, "where");
-  const Array* a = to_tensor(L, 2);
-  const Array* b = to_tensor(L, 3);
+  const Tensor& cond = check_tensor(L, 1, "where");
+  const Tensor* a = to_tensor(L, 2);
+  const Tensor* b = to_tensor(L, 3);
   if (!a && !b) {
     // Two numbers: the dtype follows them (i64 if both integers, else f32).
     const ops::Scalar x = check_scalar(L, 2, "where"), y = check_scalar(L, 3, "where");
     const DType type = x.is_integer && y.is_integer ? DType::i64 : kDefaultFloat;
-    return push(L, ops::where(cond, ops::full(Shape{}, x, type), ops::full(Shape{}, y, type)));
+    Context* context = tensor_context(L);
+    return push(L, lazylua::where(cond, scalar_tensor(context, x, type),
+                                  scalar_tensor(context, y, type)));
   }
-  const DType other = a ? a->dtype : b->dtype;
-  return push(L, ops::where(cond, tensor_or_scalar(L, 2, "where", other),
-                            tensor_or_scalar(L, 3, "where", other)));
+  const DType other = a ? check_tensor(L, 2, "where")->dtype : check_tensor(L, 3, "where")->dtype;
+  return push(L, lazylua::where(cond, tensor_or_scalar(L, 2, "where", other),
+                                tensor_or_scalar(L, 3, "where", other)));
 }
 
-std::vector<Array> tensor_list(lua_State* L, int arg, const char* function) {
+std::vector<Tensor> tensor_list(lua_State* L, int arg, const char* function) {
   if (lua_type(L, arg) != LUA_TTABLE) type_error(L, arg, function, "table of tensors");
-  std::vector<Array> list;
+  std::vector<Tensor> list;
   const int64_t count = static_cast<int64_t>(lua_rawlen(L, arg));
   for (int64_t i = 1; i <= count; i++) {
     lua_rawgeti(L, arg, i);
-    const Array* array = to_tensor(L, -1);
+    const Tensor* tensor = to_tensor(L, -1);
     lua_pop(L, 1);  // the table still holds it
-    if (!array || !array->defined()) {
+    if (!tensor || !*tensor) {
       argument_error(arg, function, fmt::format("element {} is not a tensor", i));
     }
-    list.push_back(*array);
+    list.push_back(*tensor);
   }
   return list;
 }
@@ -283,11 +289,11 @@ std::vector<Array> tensor_list(lua_State* L, int arg, const char* function) {
 template <bool stacking>
 int join(lua_State* L) {
   const char* name = stacking ? "stack" : "cat";
-  const std::vector<Array> list = tensor_list(L, 1, name);
+  const std::vector<Tensor> list = tensor_list(L, 1, name);
   if (list.empty()) fail("{}: expected a non-empty list of tensors", name);
-  const int rank = list[0].rank();
+  const int rank = list[0]->shape.rank();
   const int dim = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, rank, name, stacking ? 1 : 0);
-  return push(L, stacking ? ops::stack(list, dim) : ops::cat(list, dim));
+  return push(L, stacking ? lazylua::stack(list, dim) : lazylua::cat(list, dim));
 }
 
 }  // namespace

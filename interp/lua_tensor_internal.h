@@ -35,7 +35,7 @@ int guarded(lua_State* L) {
 [[noreturn]] void type_error(lua_State* L, int arg, const char* function, const char* expected);
 
 // The tensor at `arg`, or an argument error. A closed tensor is an error.
-const Array& check_tensor(lua_State* L, int arg, const char* function);
+const Tensor& check_tensor(lua_State* L, int arg, const char* function);
 // Is the value at `arg` a Lua number (not a string that looks like one)?
 bool is_number(lua_State* L, int arg);
 ops::Scalar check_scalar(lua_State* L, int arg, const char* function);
@@ -59,14 +59,17 @@ bool is_options_table(lua_State* L, int arg);
 
 // A tensor argument, or a number turned into a 0-dim tensor whose dtype
 // follows the weak-scalar rule against `other`'s dtype.
-Array tensor_or_scalar(lua_State* L, int arg, const char* function, DType other);
+Tensor tensor_or_scalar(lua_State* L, int arg, const char* function, DType other);
 
 // Registers the op methods (lua_tensor_methods.cpp) into the table on top.
 void register_methods(lua_State* L);
 // Registers the module-only functions (factories ...) into the table on top.
 void register_factories(lua_State* L);
 
-// item()/tolist() helpers: push one element of `a` at flat row-major position.
+// item()/tolist() helpers: push the element of `a` at this index.
 void push_element(lua_State* L, const Array& a, const int64_t* index);
+
+// Registers the lazy-mode functions (mark_step, sync, metrics, ir ...).
+void register_lazy_functions(lua_State* L);
 
 }  // namespace lazylua::binding

@@ -8,12 +8,19 @@
 namespace lazylua::binding {
 namespace {
 
-const Array& self_tensor(lua_State* L, const char* function) {
+const Tensor& self_tensor(lua_State* L, const char* function) {
   return check_tensor(L, 1, function);
 }
 
-int push(lua_State* L, Array array) {
-  push_tensor(L, std::move(array));
+int rank_of(const Tensor& t) { return t->shape.rank(); }
+
+int push(lua_State* L, Tensor tensor) {
+  push_tensor(L, std::move(tensor));
+  return 1;
+}
+
+int push(lua_State* L, Array data) {
+  push_tensor(L, std::move(data));
   return 1;
 }
 
@@ -26,12 +33,12 @@ int push_self(lua_State* L) {
 
 template <UnaryOp op>
 int unary_method(lua_State* L) {
-  return push(L, ops::unary(op, self_tensor(L, unary_op_name(op))));
+  return push(L, lazylua::unary(op, self_tensor(L, unary_op_name(op))));
 }
 
 template <UnaryOp op>
 int unary_inplace(lua_State* L) {
-  ops::unary_(op, self_tensor(L, unary_op_name(op)));
+  lazylua::unary_(op, self_tensor(L, unary_op_name(op)));
   return push_self(L);
 }
 
@@ -42,11 +49,11 @@ int binary_method(lua_State* L) {
   const bool left_tensor = to_tensor(L, 1) != nullptr;
   const bool right_tensor = to_tensor(L, 2) != nullptr;
   if (left_tensor && right_tensor) {
-    return push(L, ops::binary(op, check_tensor(L, 1, name), check_tensor(L, 2, name)));
+    return push(L, lazylua::binary(op, check_tensor(L, 1, name), check_tensor(L, 2, name)));
   }
-  if (left_tensor) return push(L, ops::binary(op, check_tensor(L, 1, name),
+  if (left_tensor) return push(L, lazylua::binary(op, check_tensor(L, 1, name),
                                               check_scalar(L, 2, name)));
-  if (right_tensor) return push(L, ops::binary(op, check_scalar(L, 1, name),
+  if (right_tensor) return push(L, lazylua::binary(op, check_scalar(L, 1, name),
                                                check_tensor(L, 2, name)));
   type_error(L, 1, name, "tensor");
 }
@@ -54,11 +61,11 @@ int binary_method(lua_State* L) {
 template <BinaryOp op>
 int binary_inplace(lua_State* L) {
   const char* name = binary_op_name(op);
-  const Array& self = self_tensor(L, name);
+  const Tensor& self = self_tensor(L, name);
   if (to_tensor(L, 2)) {
-    ops::binary_(op, self, check_tensor(L, 2, name));
+    lazylua::binary_(op, self, check_tensor(L, 2, name));
   } else {
-    ops::binary_(op, self, check_scalar(L, 2, name));
+    lazylua::binary_(op, self, check_scalar(L, 2, name));
   }
   return push_self(L);
 }
@@ -69,28 +76,28 @@ std::optional<double> optional_bound(lua_State* L, int arg, const char* function
 }
 
 int clamp(lua_State* L) {
-  const Array& self = self_tensor(L, "clamp");
-  return push(L, ops::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
+  const Tensor& self = self_tensor(L, "clamp");
+  return push(L, lazylua::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
 }
 
 int clamp_inplace(lua_State* L) {
-  ops::clamp_(self_tensor(L, "clamp_"), optional_bound(L, 2, "clamp_"),
+  lazylua::clamp_(self_tensor(L, "clamp_"), optional_bound(L, 2, "clamp_"),
               optional_bound(L, 3, "clamp_"));
   return push_self(L);
 }
 
 int fill_inplace(lua_State* L) {
-  ops::fill_(self_tensor(L, "fill_"), check_scalar(L, 2, "fill_"));
+  lazylua::fill_(self_tensor(L, "fill_"), check_scalar(L, 2, "fill_"));
   return push_self(L);
 }
 
 int zero_inplace(lua_State* L) {
-  ops::fill_(self_tensor(L, "zero_"), ops::Scalar::from_integer(0));
+  lazylua::fill_(self_tensor(L, "zero_"), ops::Scalar::from_integer(0));
   return push_self(L);
 }
 
 int copy_inplace(lua_State* L) {
-  ops::copy_(self_tensor(L, "copy_"), check_tensor(L, 2, "copy_"));
+  lazylua::copy_(self_tensor(L, "copy_"), check_tensor(L, 2, "copy_"));
   return push_self(L);
 }
 
@@ -99,9 +106,9 @@ int copy_inplace(lua_State* L) {
 template <ReduceOp op>
 int reduce_method(lua_State* L) {
   const char* name = reduce_op_name(op);
-  const Array& self = self_tensor(L, name);
-  const std::optional<int> dim = optional_dim(L, 2, self.rank(), name);
-  return push(L, ops::reduce(op, self, dim, optional_boolean(L, 3, name, false)));
+  const Tensor& self = self_tensor(L, name);
+  const std::optional<int> dim = optional_dim(L, 2, rank_of(self), name);
+  return push(L, lazylua::reduce(op, self, dim, optional_boolean(L, 3, name, false)));
 }
 
 // max()/min(): everything; (dim [, keepdim]): values and indices; (tensor):
@@ -109,16 +116,16 @@ int reduce_method(lua_State* L) {
 template <bool is_max>
 int max_min(lua_State* L) {
   const char* name = is_max ? "max" : "min";
-  const Array& self = self_tensor(L, name);
+  const Tensor& self = self_tensor(L, name);
   if (to_tensor(L, 2)) {
     const BinaryOp op = is_max ? BinaryOp::maximum : BinaryOp::minimum;
-    return push(L, ops::binary(op, self, check_tensor(L, 2, name)));
+    return push(L, lazylua::binary(op, self, check_tensor(L, 2, name)));
   }
   if (lua_isnoneornil(L, 2)) {
-    return push(L, ops::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
+    return push(L, lazylua::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
   }
-  const int dim = check_dim(L, 2, self.rank(), name);
-  auto [values, indices] = ops::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
+  const int dim = check_dim(L, 2, rank_of(self), name);
+  auto [values, indices] = lazylua::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
   push_tensor(L, std::move(values));
   push_tensor(L, std::move(indices));
   return 2;
@@ -127,116 +134,110 @@ int max_min(lua_State* L) {
 template <bool is_max>
 int arg_max_min(lua_State* L) {
   const char* name = is_max ? "argmax" : "argmin";
-  const Array& self = self_tensor(L, name);
-  const std::optional<int> dim = optional_dim(L, 2, self.rank(), name);
-  return push(L, ops::arg_max_min(is_max, self, dim, optional_boolean(L, 3, name, false)));
+  const Tensor& self = self_tensor(L, name);
+  const std::optional<int> dim = optional_dim(L, 2, rank_of(self), name);
+  return push(L, lazylua::arg_max_min(is_max, self, dim, optional_boolean(L, 3, name, false)));
 }
 
 template <bool log>
 int softmax(lua_State* L) {
   const char* name = log ? "log_softmax" : "softmax";
-  const Array& self = self_tensor(L, name);
-  const int dim = lua_isnoneornil(L, 2) ? std::max(self.rank() - 1, 0)
-                                        : check_dim(L, 2, std::max(self.rank(), 1), name);
-  return push(L, ops::softmax(self, dim, log));
+  const Tensor& self = self_tensor(L, name);
+  const int dim = lua_isnoneornil(L, 2) ? std::max(rank_of(self) - 1, 0)
+                                        : check_dim(L, 2, std::max(rank_of(self), 1), name);
+  return push(L, lazylua::softmax(self, dim, log));
 }
 
 int cumsum(lua_State* L) {
-  const Array& self = self_tensor(L, "cumsum");
-  return push(L, ops::cumsum(self, check_dim(L, 2, std::max(self.rank(), 1), "cumsum")));
+  const Tensor& self = self_tensor(L, "cumsum");
+  return push(L, lazylua::cumsum(self, check_dim(L, 2, std::max(rank_of(self), 1), "cumsum")));
 }
 
 int matmul(lua_State* L) {
-  return push(L, ops::matmul(self_tensor(L, "matmul"), check_tensor(L, 2, "matmul")));
+  return push(L, lazylua::matmul(self_tensor(L, "matmul"), check_tensor(L, 2, "matmul")));
 }
 
 // ---- Properties and conversion ----
 
 int size(lua_State* L) {
-  const Array& self = self_tensor(L, "size");
+  const Tensor& self = self_tensor(L, "size");
   if (!lua_isnoneornil(L, 2)) {
-    lua_pushinteger(L, self.shape[check_dim(L, 2, self.rank(), "size")]);
+    lua_pushinteger(L, self->shape[check_dim(L, 2, rank_of(self), "size")]);
     return 1;
   }
-  lua_createtable(L, self.rank(), 0);
-  for (int i = 0; i < self.rank(); i++) {
-    lua_pushinteger(L, self.shape[i]);
+  lua_createtable(L, rank_of(self), 0);
+  for (int i = 0; i < rank_of(self); i++) {
+    lua_pushinteger(L, self->shape[i]);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
 }
 
 int stride(lua_State* L) {
-  const Array& self = self_tensor(L, "stride");
+  const Tensor& self = self_tensor(L, "stride");
   if (!lua_isnoneornil(L, 2)) {
-    lua_pushinteger(L, self.strides[check_dim(L, 2, self.rank(), "stride")]);
+    lua_pushinteger(L, layout_of(self).strides[check_dim(L, 2, rank_of(self), "stride")]);
     return 1;
   }
-  lua_createtable(L, self.rank(), 0);
-  for (int i = 0; i < self.rank(); i++) {
-    lua_pushinteger(L, self.strides[i]);
+  const Strides strides = layout_of(self).strides;
+  lua_createtable(L, rank_of(self), 0);
+  for (int i = 0; i < rank_of(self); i++) {
+    lua_pushinteger(L, strides[i]);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
 }
 
 int dim(lua_State* L) {
-  lua_pushinteger(L, self_tensor(L, "dim").rank());
+  lua_pushinteger(L, rank_of(self_tensor(L, "dim")));
   return 1;
 }
 
 int numel(lua_State* L) {
-  lua_pushinteger(L, self_tensor(L, "numel").numel());
+  lua_pushinteger(L, numel(self_tensor(L, "numel")->shape));
   return 1;
 }
 
 int dtype(lua_State* L) {
-  lua_pushstring(L, dtype_name(self_tensor(L, "dtype").dtype));
+  lua_pushstring(L, dtype_name(self_tensor(L, "dtype")->dtype));
   return 1;
 }
 
 int is_contiguous(lua_State* L) {
-  lua_pushboolean(L, self_tensor(L, "is_contiguous").is_contiguous());
+  lua_pushboolean(L, layout_of(self_tensor(L, "is_contiguous")).is_contiguous());
   return 1;
 }
 
 int to(lua_State* L) {
-  const Array& self = self_tensor(L, "to");
+  const Tensor& self = self_tensor(L, "to");
   if (lua_type(L, 2) != LUA_TSTRING) type_error(L, 2, "to", "dtype name");
-  return push(L, ops::cast(self, parse_dtype(lua_tostring(L, 2))));
+  return push(L, lazylua::cast(self, parse_dtype(lua_tostring(L, 2))));
 }
 
 template <DType type>
 int convert(lua_State* L) {
-  return push(L, ops::cast(self_tensor(L, dtype_name(type)), type));
+  return push(L, lazylua::cast(self_tensor(L, dtype_name(type)), type));
 }
 
-int clone(lua_State* L) {
-  const Array& self = self_tensor(L, "clone");
-  Array copy = Array::empty(self.shape, self.dtype);
-  copy_kernel(self, copy);
-  return push(L, std::move(copy));
-}
+int clone(lua_State* L) { return push(L, lazylua::clone(self_tensor(L, "clone"))); }
 
 int contiguous_method(lua_State* L) {
-  return push(L, contiguous(self_tensor(L, "contiguous")));
+  return push(L, lazylua::contiguous(self_tensor(L, "contiguous")));
 }
 
 int equal(lua_State* L) {
-  const Array& a = self_tensor(L, "equal");
-  const Array& b = check_tensor(L, 2, "equal");
-  lua_pushboolean(L, a.shape == b.shape && all_nonzero(ops::binary(BinaryOp::eq, a, b)));
+  lua_pushboolean(L, tensors_equal(self_tensor(L, "equal"), check_tensor(L, 2, "equal")));
   return 1;
 }
 
 int item(lua_State* L) {
-  const Array& self = self_tensor(L, "item");
-  if (self.numel() != 1) {
+  const Tensor& self = self_tensor(L, "item");
+  if (numel(self->shape) != 1) {
     fail("item: a tensor of {} elements cannot be converted to a number (it needs exactly one)",
-         self.numel());
+         numel(self->shape));
   }
   const int64_t zeros[kMaxDims] = {};
-  push_element(L, self, zeros);
+  push_element(L, observe(self, SyncCause::item), zeros);
   return 1;
 }
 
@@ -254,10 +255,10 @@ void push_list(lua_State* L, const Array& a, int dim, int64_t* index) {
 }
 
 int tolist(lua_State* L) {
-  const Array& self = self_tensor(L, "tolist");
+  const Array data = observe(self_tensor(L, "tolist"), SyncCause::tolist);
   int64_t index[kMaxDims] = {};
-  luaL_checkstack(L, self.rank() + 4, "tolist");
-  push_list(L, self, 0, index);
+  luaL_checkstack(L, data.rank() + 4, "tolist");
+  push_list(L, data, 0, index);
   return 1;
 }
 
@@ -270,40 +271,40 @@ Shape sizes_after_self(lua_State* L, const char* function) {
 }
 
 int reshape(lua_State* L) {
-  const Array& self = self_tensor(L, "reshape");
-  return push(L, ops::reshape(self, sizes_after_self(L, "reshape")));
+  const Tensor& self = self_tensor(L, "reshape");
+  return push(L, lazylua::reshape(self, sizes_after_self(L, "reshape")));
 }
 
 int view(lua_State* L) {
-  const Array& self = self_tensor(L, "view");
-  return push(L, ops::view(self, sizes_after_self(L, "view")));
+  const Tensor& self = self_tensor(L, "view");
+  return push(L, lazylua::view(self, sizes_after_self(L, "view")));
 }
 
 int expand(lua_State* L) {
-  const Array& self = self_tensor(L, "expand");
-  return push(L, ops::expand(self, sizes_after_self(L, "expand")));
+  const Tensor& self = self_tensor(L, "expand");
+  return push(L, lazylua::expand(self, sizes_after_self(L, "expand")));
 }
 
 int expand_as(lua_State* L) {
-  const Array& self = self_tensor(L, "expand_as");
-  return push(L, ops::expand(self, check_tensor(L, 2, "expand_as").shape));
+  const Tensor& self = self_tensor(L, "expand_as");
+  return push(L, lazylua::expand(self, check_tensor(L, 2, "expand_as")->shape));
 }
 
 int transpose(lua_State* L) {
-  const Array& self = self_tensor(L, "transpose");
-  const int rank = std::max(self.rank(), 1);
-  return push(L, ops::transpose(self, check_dim(L, 2, rank, "transpose"),
+  const Tensor& self = self_tensor(L, "transpose");
+  const int rank = std::max(rank_of(self), 1);
+  return push(L, lazylua::transpose(self, check_dim(L, 2, rank, "transpose"),
                                 check_dim(L, 3, rank, "transpose")));
 }
 
 int t(lua_State* L) {
-  const Array& self = self_tensor(L, "t");
-  if (self.rank() > 2) fail("t: expects a tensor with at most 2 dimensions, got {}", self.rank());
-  return push(L, self.rank() < 2 ? self : ops::transpose(self, 0, 1));
+  const Tensor& self = self_tensor(L, "t");
+  if (rank_of(self) > 2) fail("t: expects a tensor with at most 2 dimensions, got {}", rank_of(self));
+  return push(L, rank_of(self) < 2 ? self : lazylua::transpose(self, 0, 1));
 }
 
 int permute(lua_State* L) {
-  const Array& self = self_tensor(L, "permute");
+  const Tensor& self = self_tensor(L, "permute");
   std::vector<int> order;
   if (lua_type(L, 2) == LUA_TTABLE) {
     const int count = static_cast<int>(lua_rawlen(L, 2));
@@ -311,66 +312,66 @@ int permute(lua_State* L) {
       lua_rawgeti(L, 2, i);
       const int value = lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
       lua_pop(L, 1);
-      order.push_back(normalize_dim(value, self.rank(), "permute"));
+      order.push_back(normalize_dim(value, rank_of(self), "permute"));
     }
   } else {
     for (int arg = 2; arg <= lua_gettop(L) && arg <= kMaxDims + 2; arg++) {
-      order.push_back(check_dim(L, arg, self.rank(), "permute"));
+      order.push_back(check_dim(L, arg, rank_of(self), "permute"));
     }
   }
-  return push(L, ops::permute(self, order));
+  return push(L, lazylua::permute(self, order));
 }
 
 int narrow(lua_State* L) {
-  const Array& self = self_tensor(L, "narrow");
-  const int d = check_dim(L, 2, self.rank(), "narrow");
+  const Tensor& self = self_tensor(L, "narrow");
+  const int d = check_dim(L, 2, rank_of(self), "narrow");
   const int64_t start = check_integer(L, 3, "narrow");
   const int64_t length = check_integer(L, 4, "narrow");
   // start may be size + 1 for an empty slice at the end, as in PyTorch.
-  const int64_t start0 = start < 0 ? start + self.shape[d] : start - 1;
-  if (start == 0 || start0 < 0 || start0 > self.shape[d]) {
-    fail("narrow: start {} out of range for size {} (indices start at 1)", start, self.shape[d]);
+  const int64_t start0 = start < 0 ? start + self->shape[d] : start - 1;
+  if (start == 0 || start0 < 0 || start0 > self->shape[d]) {
+    fail("narrow: start {} out of range for size {} (indices start at 1)", start, self->shape[d]);
   }
-  return push(L, ops::narrow(self, d, start0, length));
+  return push(L, lazylua::narrow(self, d, start0, length));
 }
 
 int select(lua_State* L) {
-  const Array& self = self_tensor(L, "select");
-  const int d = check_dim(L, 2, self.rank(), "select");
-  const int64_t index = normalize_index(check_integer(L, 3, "select"), self.shape[d], "select");
-  return push(L, ops::select(self, d, index));
+  const Tensor& self = self_tensor(L, "select");
+  const int d = check_dim(L, 2, rank_of(self), "select");
+  const int64_t index = normalize_index(check_integer(L, 3, "select"), self->shape[d], "select");
+  return push(L, lazylua::select(self, d, index));
 }
 
 int squeeze(lua_State* L) {
-  const Array& self = self_tensor(L, "squeeze");
-  return push(L, ops::squeeze(self, optional_dim(L, 2, self.rank(), "squeeze")));
+  const Tensor& self = self_tensor(L, "squeeze");
+  return push(L, lazylua::squeeze(self, optional_dim(L, 2, rank_of(self), "squeeze")));
 }
 
 int unsqueeze(lua_State* L) {
-  const Array& self = self_tensor(L, "unsqueeze");
-  return push(L, ops::unsqueeze(self, check_dim(L, 2, self.rank(), "unsqueeze", 1)));
+  const Tensor& self = self_tensor(L, "unsqueeze");
+  return push(L, lazylua::unsqueeze(self, check_dim(L, 2, rank_of(self), "unsqueeze", 1)));
 }
 
 int flatten(lua_State* L) {
-  const Array& self = self_tensor(L, "flatten");
-  const int rank = std::max(self.rank(), 1);
+  const Tensor& self = self_tensor(L, "flatten");
+  const int rank = std::max(rank_of(self), 1);
   const int start = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, rank, "flatten");
   const int end = lua_isnoneornil(L, 3) ? rank - 1 : check_dim(L, 3, rank, "flatten");
-  return push(L, ops::flatten(self, start, end));
+  return push(L, lazylua::flatten(self, start, end));
 }
 
 // ---- Indexing ----
 
 int gather(lua_State* L) {
-  const Array& self = self_tensor(L, "gather");
-  const int d = check_dim(L, 2, self.rank(), "gather");
-  return push(L, ops::gather(self, d, check_tensor(L, 3, "gather")));
+  const Tensor& self = self_tensor(L, "gather");
+  const int d = check_dim(L, 2, rank_of(self), "gather");
+  return push(L, lazylua::gather(self, d, check_tensor(L, 3, "gather")));
 }
 
 int index_select(lua_State* L) {
-  const Array& self = self_tensor(L, "index_select");
-  const int d = check_dim(L, 2, self.rank(), "index_select");
-  return push(L, ops::index_select(self, d, check_tensor(L, 3, "index_select")));
+  const Tensor& self = self_tensor(L, "index_select");
+  const int d = check_dim(L, 2, rank_of(self), "index_select");
+  return push(L, lazylua::index_select(self, d, check_tensor(L, 3, "index_select")));
 }
 
 }  // namespace

@@ -26,21 +26,19 @@ Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype) {
   return Tensor(new TensorImpl(context, make_scalar(value, dtype, context->current_location())));
 }
 
-namespace {
-
-Context* context_of(const Tensor& t) { return t->context.get(); }
-
-// A lazy tensor's strides as eager mode would have them: contiguous for a
-// base, the view's layout for a view.
 Array layout_of(const Tensor& t) {
   if (t->is_lazy_view()) return t->layout;
   if (t->data.defined() && !t->pending) return t->data;
-  Array meta;
-  meta.shape = t->shape;
-  meta.strides = contiguous_strides(t->shape);
-  meta.dtype = t->dtype;
-  return meta;
+  Array layout;
+  layout.shape = t->shape;
+  layout.strides = contiguous_strides(t->shape);
+  layout.dtype = t->dtype;
+  return layout;
 }
+
+namespace {
+
+Context* context_of(const Tensor& t) { return t->context.get(); }
 
 // The data an eager op works on (syncing a lazy tensor made before a switch
 // to eager mode).
@@ -217,6 +215,12 @@ Array observe(const Tensor& t, SyncCause cause) {
   Array view = data;
   for (const ViewStep& step : t->steps) view = apply_step(step, view);
   return view;
+}
+
+bool tensors_equal(const Tensor& a, const Tensor& b) {
+  if (a->shape != b->shape) return false;
+  return all_nonzero(ops::binary(BinaryOp::eq, observe(a, SyncCause::comparison),
+                                 observe(b, SyncCause::comparison)));
 }
 
 // ---- Elementwise ----

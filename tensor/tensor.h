@@ -73,6 +73,13 @@ const Array& materialize(const Tensor& tensor, SyncCause cause);
 // lazy views).
 Array observe(const Tensor& tensor, SyncCause cause);
 
+// The tensor's layout as eager mode would have it: shape, strides and
+// offset (no memory): its data's for a data tensor, the view's for a lazy
+// view, contiguous for a pending value.
+Array layout_of(const Tensor& tensor);
+// Same shape and equal values (syncs both).
+bool tensors_equal(const Tensor& a, const Tensor& b);
+
 // ---- Ops: same names and rules as ops:: in eager_ops.h ----
 Tensor unary(UnaryOp op, const Tensor& a);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);

@@ -1,0 +1,140 @@
+// lua_tensor_lazy.cpp - the lazy-mode functions of `tensor`: barriers and
+// syncs, the eager switch, metrics and the IR in text and Graphviz forms.
+#include "interp/lua_tensor_internal.h"
+#include "tensor/allocator.h"
+
+namespace lazylua::binding {
+namespace {
+
+// The tensors given as arguments first..top (or in one table at first).
+std::vector<Tensor> tensor_arguments(lua_State* L, int first, const char* function) {
+  std::vector<Tensor> tensors;
+  if (lua_type(L, first) == LUA_TTABLE && !to_tensor(L, first)) {
+    const int64_t count = static_cast<int64_t>(lua_rawlen(L, first));
+    for (int64_t i = 1; i <= count; i++) {
+      lua_rawgeti(L, first, i);
+      const Tensor* tensor = to_tensor(L, -1);
+      lua_pop(L, 1);
+      if (!tensor || !*tensor) argument_error(first, function, "expected a list of tensors");
+      tensors.push_back(*tensor);
+    }
+    return tensors;
+  }
+  for (int arg = first; arg <= lua_gettop(L); arg++) tensors.push_back(check_tensor(L, arg, function));
+  return tensors;
+}
+
+int mark_step(lua_State* L) {
+  tensor_context(L)->mark_step();
+  return 0;
+}
+
+int sync(lua_State* L) {
+  const std::vector<Tensor> tensors = tensor_arguments(L, 1, "sync");
+  std::vector<TensorImpl*> targets;
+  for (const Tensor& tensor : tensors) targets.push_back(tensor.get());
+  tensor_context(L)->sync(targets, SyncCause::explicit_sync);
+  return 0;
+}
+
+// tensor.set_eager(flag): true runs every op at once from now on (pending
+// work is synced first); false records again. Returns the previous mode.
+int set_eager(lua_State* L) {
+  Context* context = tensor_context(L);
+  if (lua_type(L, 1) != LUA_TBOOLEAN) type_error(L, 1, "set_eager", "boolean");
+  const bool previous = context->eager;
+  const bool eager = lua_toboolean(L, 1);
+  if (eager && !previous) context->mark_step();
+  context->eager = eager;
+  lua_pushboolean(L, previous);
+  return 1;
+}
+
+int is_eager(lua_State* L) {
+  lua_pushboolean(L, tensor_context(L)->eager);
+  return 1;
+}
+
+void set_number(lua_State* L, const char* name, double value) {
+  lua_pushnumber(L, value);
+  lua_setfield(L, -2, name);
+}
+
+void set_integer(lua_State* L, const char* name, int64_t value) {
+  lua_pushinteger(L, value);
+  lua_setfield(L, -2, name);
+}
+
+int metrics(lua_State* L) {
+  const Context* context = tensor_context(L);
+  const Metrics& m = context->metrics;
+  lua_newtable(L);
+  set_integer(L, "ops_recorded", m.ops_recorded);
+  set_integer(L, "syncs", m.syncs);
+  lua_newtable(L);
+  for (int cause = 0; cause < kSyncCauseCount; cause++) {
+    set_integer(L, sync_cause_name(static_cast<SyncCause>(cause)), m.syncs_by_cause[cause]);
+  }
+  lua_setfield(L, -2, "syncs_by_cause");
+  set_integer(L, "graphs_executed", m.graphs_executed);
+  set_integer(L, "nodes_executed", m.nodes_executed);
+  set_integer(L, "distinct_graphs", static_cast<int64_t>(context->seen_keys.size()));
+  set_integer(L, "key_hits", m.key_hits);
+  set_integer(L, "key_misses", m.key_misses);
+  set_integer(L, "barrier_collections", m.barrier_collections);
+  set_number(L, "execute_seconds", m.execute_seconds);
+  set_number(L, "sync_seconds", m.sync_seconds);
+  set_integer(L, "live_pending", static_cast<int64_t>(context->pending_tensors().size()));
+  const AllocatorStats memory = allocator_stats();
+  set_integer(L, "bytes_in_use", memory.bytes_in_use);
+  set_integer(L, "bytes_cached", memory.bytes_cached);
+  lua_pushboolean(L, context->eager);
+  lua_setfield(L, -2, "eager");
+  return 1;
+}
+
+int reset_metrics(lua_State* L) {
+  Context* context = tensor_context(L);
+  context->metrics = Metrics{};
+  context->seen_keys.clear();
+  return 0;
+}
+
+// The graph that would compute these tensors' current values.
+template <bool dot>
+int show_graph(lua_State* L) {
+  const char* name = dot ? "dot" : "ir";
+  const std::vector<Tensor> tensors = tensor_arguments(L, 1, name);
+  Context* context = tensor_context(L);
+  // Temporary tensors whose pending values are the given tensors' values
+  // (a data tensor shows as one parameter).
+  std::vector<Tensor> values;
+  std::vector<TensorImpl*> roots;
+  for (const Tensor& tensor : tensors) {
+    values.push_back(Tensor(new TensorImpl(context, value_of(tensor))));
+    roots.push_back(values.back().get());
+  }
+  const Graph graph = context->extract(roots);
+  const std::string text = dot ? graph_dot(graph) : graph_text(graph);
+  lua_pushlstring(L, text.data(), text.size());
+  return 1;
+}
+
+}  // namespace
+
+void register_lazy_functions(lua_State* L) {
+  static const luaL_Reg functions[] = {
+      {"mark_step", guarded<mark_step>},
+      {"sync", guarded<sync>},
+      {"set_eager", guarded<set_eager>},
+      {"is_eager", guarded<is_eager>},
+      {"metrics", guarded<metrics>},
+      {"reset_metrics", guarded<reset_metrics>},
+      {"ir", guarded<show_graph<false>>},
+      {"dot", guarded<show_graph<true>>},
+      {nullptr, nullptr},
+  };
+  luaL_setfuncs(L, functions, 0);
+}
+
+}  // namespace lazylua::binding
