@@ -1,0 +1,383 @@
+// elementwise_unary.cpp - unary_kernel and clamp_kernel.
+//
+// Each op is a small struct whose apply() computes one element; one loop
+// template walks the arrays and calls it. Integer arithmetic goes through
+// unsigned types so that overflow wraps, as in Lua, instead of being
+// undefined behaviour. float32 transcendentals use the vectorizable versions
+// of elementwise_math.h; float64 uses std:: and is exact.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "elementwise.h"
+#include "elementwise_loops.h"
+#include "elementwise_math.h"
+
+namespace lazylua {
+namespace elementwise {
+namespace {
+
+template <typename T>
+using Unsigned = std::make_unsigned_t<T>;
+
+// Which dtypes an op accepts (the op layer converts the others first).
+enum class Support { floats, numbers, all };
+
+// Whether an element costs a scalar libm call: such loops do not vectorize
+// and are worth splitting across threads much earlier.
+struct Cheap {
+  static constexpr bool costly_f32 = false;
+  static constexpr bool costly_f64 = false;
+};
+struct LibmForDouble {
+  static constexpr bool costly_f32 = false;
+  static constexpr bool costly_f64 = true;
+};
+struct LibmAlways {
+  static constexpr bool costly_f32 = true;
+  static constexpr bool costly_f64 = true;
+};
+
+// Each op's apply() is always_inline: GCC may otherwise keep a large one
+// (gelu) as a call, and a loop containing a call is not vectorized.
+namespace unary_functions {
+
+struct neg : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(Unsigned<T>{0} - static_cast<Unsigned<T>>(x));
+    } else {
+      return -x;
+    }
+  }
+};
+struct abs : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) {  // abs(INT_MIN) wraps to INT_MIN
+      return x < 0 ? static_cast<T>(Unsigned<T>{0} - static_cast<Unsigned<T>>(x)) : x;
+    } else {
+      return std::fabs(x);
+    }
+  }
+};
+struct sign : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {  // 0, -0 and NaN give themselves
+    return x > T{0} ? T{1} : (x < T{0} ? T(-1) : x);
+  }
+};
+struct square : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<Unsigned<T>>(x) * static_cast<Unsigned<T>>(x));
+    } else {
+      return x * x;
+    }
+  }
+};
+struct relu : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {  // NaN < 0 is false: relu(NaN) = NaN
+    return x < T{0} ? T{0} : x;
+  }
+};
+// Rounding ops are the identity on integers. For floats, GCC vectorizes
+// std::nearbyint but not std::floor/ceil/trunc (without -fno-trapping-math),
+// so those three are derived from r = nearbyint(x) by a one-step correction,
+// with selects between constants only (which GCC if-converts). They are
+// exact: r - 1 is representable whenever r != x.
+struct floor : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {
+      const T r = std::nearbyint(x);
+      return r - (r > x ? T{1} : T{0});  // -0 - 0 stays -0; NaN stays NaN
+    }
+  }
+};
+struct ceil : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {
+      return -floor::apply(-x);  // gets the zero signs right: ceil(-0.3) = -0
+    }
+  }
+};
+// Halves go to the even neighbour (nearbyint in the default rounding mode),
+// like torch.round and NumPy.
+struct round : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) return x; else return std::nearbyint(x);
+  }
+};
+struct trunc : Cheap {
+  static constexpr Support support = Support::numbers;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {  // floor(|x|) with x's sign
+      const T magnitude = std::fabs(x);
+      const T r = std::nearbyint(magnitude);
+      return std::copysign(r - (r > magnitude ? T{1} : T{0}), x);
+    }
+  }
+};
+
+struct exp : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::exp(x); }
+  [[gnu::always_inline]] static double apply(double x) { return std::exp(x); }
+};
+struct expm1 : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::expm1(x); }
+  [[gnu::always_inline]] static double apply(double x) { return std::expm1(x); }
+};
+struct log : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::log(x); }
+  [[gnu::always_inline]] static double apply(double x) { return std::log(x); }
+};
+struct log1p : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::log1p(x); }
+  [[gnu::always_inline]] static double apply(double x) { return std::log1p(x); }
+};
+struct log2 : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::log2(x); }
+  [[gnu::always_inline]] static double apply(double x) { return std::log2(x); }
+};
+struct sqrt : Cheap {
+  static constexpr Support support = Support::floats;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) { return std::sqrt(x); }
+};
+struct rsqrt : Cheap {
+  static constexpr Support support = Support::floats;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) { return T{1} / std::sqrt(x); }
+};
+struct reciprocal : Cheap {
+  static constexpr Support support = Support::floats;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) { return T{1} / x; }
+};
+struct sin : LibmAlways {
+  static constexpr Support support = Support::floats;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) { return std::sin(x); }
+};
+struct cos : LibmAlways {
+  static constexpr Support support = Support::floats;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) { return std::cos(x); }
+};
+struct tan : LibmAlways {
+  static constexpr Support support = Support::floats;
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) { return std::tan(x); }
+};
+struct tanh : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::tanh(x); }
+  [[gnu::always_inline]] static double apply(double x) { return std::tanh(x); }
+};
+// Computed from e = exp(-|x|) <= 1: never overflows, and keeps relative
+// accuracy for very negative x (1 / (1 + exp(-x)) would give 0 there).
+struct sigmoid : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::sigmoid(x); }
+  [[gnu::always_inline]] static double apply(double x) {
+    const double e = std::exp(-std::fabs(x));
+    const double inverse = 1.0 / (1.0 + e);
+    return x >= 0.0 ? inverse : e * inverse;
+  }
+};
+// The exact form, PyTorch's default: 0.5 x (1 + erf(x / sqrt2)), evaluated
+// as 0.5 x erfc(-x / sqrt2), which does not cancel for negative x. For very
+// negative x, erfc's relative condition number is ~2u^2, so the rounding
+// error of u = -x / sqrt2 alone would cost ~x^2 ulp: it is computed (FMA and
+// the low part of 1/sqrt2) and applied as a first-order correction,
+// erfc(u + d) = erfc(u) - d 2/sqrt(pi) e^(-u^2). Beyond |x| = 40 the result
+// is x or -0 (the limits; the formula would give inf * 0 at -inf).
+struct gelu : LibmForDouble {
+  static constexpr Support support = Support::floats;
+  [[gnu::always_inline]] static float apply(float x) { return f32math::gelu(x); }
+  [[gnu::always_inline]] static double apply(double x) {
+    if (!(std::fabs(x) <= 40.0)) return x < 0.0 ? -0.0 : x;  // NaN stays NaN
+    constexpr double kInverseSqrt2 = 0.70710678118654757;  // 1/sqrt2 rounded up
+    constexpr double kInverseSqrt2Low = -4.833646656726457e-17;  // 1/sqrt2 - that
+    constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+    const double u = -x * kInverseSqrt2;
+    const double u_error = std::fma(-x, kInverseSqrt2, -u) - x * kInverseSqrt2Low;
+    const double erfc_u = std::erfc(u) - u_error * kTwoOverSqrtPi * std::exp(-u * u);
+    return 0.5 * x * erfc_u;
+  }
+};
+
+// Any dtype in, bool out: true where the input is zero (-0.0 counts as
+// zero, NaN as nonzero).
+struct logical_not : Cheap {
+  static constexpr Support support = Support::all;
+  template <typename T>
+  [[gnu::always_inline]] static uint8_t apply(T x) { return static_cast<uint8_t>(x == T{0}); }
+};
+
+}  // namespace unary_functions
+
+// Op::apply as a function object for the loops (a lambda here would be one
+// more call that GCC may decline to inline).
+template <typename Op, typename T>
+struct ApplyUnary {
+  [[gnu::always_inline]] auto operator()(T x) const { return Op::apply(x); }
+};
+
+template <typename Op, typename T>
+void run_unary(const Array& in, const Array& out) {
+  const bool costly = std::is_same_v<T, float> ? Op::costly_f32 : Op::costly_f64;
+  const int64_t grain = std::is_floating_point_v<T> && costly ? kExpensiveGrain : kElementwiseGrain;
+  unary_loop<T, T>(in, out, grain, ApplyUnary<Op, T>{});
+}
+
+template <typename Op>
+void dispatch_unary(UnaryOp op, const Array& in, const Array& out) {
+  if constexpr (Op::support == Support::all) {
+    LAZYLUA_ASSERT(out.dtype == DType::boolean);
+    visit_storage(in.dtype, [&](auto type) {
+      using T = decltype(type);
+      unary_loop<T, uint8_t>(in, out, kElementwiseGrain, ApplyUnary<Op, T>{});
+    });
+    return;
+  } else {
+    LAZYLUA_ASSERT(in.dtype == out.dtype);
+    switch (in.dtype) {
+      case DType::f32: return run_unary<Op, float>(in, out);
+      case DType::f64: return run_unary<Op, double>(in, out);
+      case DType::i32:
+        if constexpr (Op::support == Support::numbers) return run_unary<Op, int32_t>(in, out);
+        break;
+      case DType::i64:
+        if constexpr (Op::support == Support::numbers) return run_unary<Op, int64_t>(in, out);
+        break;
+      case DType::boolean: break;
+    }
+    fail("{}: not supported for {} tensors", unary_op_name(op), dtype_name(in.dtype));
+  }
+}
+
+// The range of T as clamp bounds: a bound outside it is no bound at all (or
+// clamps everything to T's extreme), never an undefined conversion.
+template <typename T>
+T lower_bound_as(double low) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (low > static_cast<double>(std::numeric_limits<T>::max())) {
+      return std::numeric_limits<T>::infinity();
+    }
+    if (low < static_cast<double>(std::numeric_limits<T>::lowest())) {
+      return -std::numeric_limits<T>::infinity();
+    }
+    return static_cast<T>(low);
+  } else {
+    // The smallest integer >= low: x >= low and x >= ceil(low) agree for ints.
+    const double bound = std::ceil(low);
+    if (bound <= static_cast<double>(std::numeric_limits<T>::min())) {
+      return std::numeric_limits<T>::min();
+    }
+    if (bound >= static_cast<double>(std::numeric_limits<T>::max())) {
+      return std::numeric_limits<T>::max();
+    }
+    return static_cast<T>(bound);
+  }
+}
+template <typename T>
+T upper_bound_as(double high) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return lower_bound_as<T>(high);  // the same conversion for floats
+  } else {
+    const double bound = std::floor(high);
+    if (bound <= static_cast<double>(std::numeric_limits<T>::min())) {
+      return std::numeric_limits<T>::min();
+    }
+    if (bound >= static_cast<double>(std::numeric_limits<T>::max())) {
+      return std::numeric_limits<T>::max();
+    }
+    return static_cast<T>(bound);
+  }
+}
+
+template <typename T>
+void clamp_loop(const Array& in, bool has_low, double low, bool has_high, double high,
+                const Array& out) {
+  const T lowest = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity()
+                                               : std::numeric_limits<T>::lowest();
+  const T highest = std::is_floating_point_v<T> ? std::numeric_limits<T>::infinity()
+                                                : std::numeric_limits<T>::max();
+  const T low_bound = has_low ? lower_bound_as<T>(low) : lowest;
+  const T high_bound = has_high ? upper_bound_as<T>(high) : highest;
+  // max then min, as PyTorch: with low > high everything becomes high. NaN
+  // compares false both times and stays NaN.
+  unary_loop<T, T>(in, out, kElementwiseGrain, [low_bound, high_bound](T x) {
+    const T raised = x < low_bound ? low_bound : x;
+    return raised > high_bound ? high_bound : raised;
+  });
+}
+
+}  // namespace
+}  // namespace elementwise
+
+using namespace elementwise;
+
+bool unary_needs_float(UnaryOp op) {
+  switch (op) {
+#define LAZYLUA_NEEDS_FLOAT(name) \
+  case UnaryOp::name: return unary_functions::name::support == Support::floats;
+    LAZYLUA_UNARY_OPS(LAZYLUA_NEEDS_FLOAT)
+#undef LAZYLUA_NEEDS_FLOAT
+  }
+  return false;
+}
+
+void unary_kernel(UnaryOp op, const Array& in, const Array& out) {
+  LAZYLUA_ASSERT(in.shape == out.shape);
+  switch (op) {
+#define LAZYLUA_DISPATCH_UNARY(name) \
+  case UnaryOp::name: return dispatch_unary<unary_functions::name>(op, in, out);
+    LAZYLUA_UNARY_OPS(LAZYLUA_DISPATCH_UNARY)
+#undef LAZYLUA_DISPATCH_UNARY
+  }
+}
+
+void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, double high,
+                  const Array& out) {
+  LAZYLUA_ASSERT(in.shape == out.shape && in.dtype == out.dtype);
+  has_low = has_low && !std::isnan(low);
+  has_high = has_high && !std::isnan(high);
+  switch (in.dtype) {
+    case DType::i32: return clamp_loop<int32_t>(in, has_low, low, has_high, high, out);
+    case DType::i64: return clamp_loop<int64_t>(in, has_low, low, has_high, high, out);
+    case DType::f32: return clamp_loop<float>(in, has_low, low, has_high, high, out);
+    case DType::f64: return clamp_loop<double>(in, has_low, low, has_high, high, out);
+    case DType::boolean: break;
+  }
+  fail("clamp: not supported for bool tensors");
+}
+
+}  // namespace lazylua
