@@ -78,7 +78,7 @@ Walk make_walk(const Shape& shape, const Strides& strides_a, const Strides& stri
 }
 
 Odometer::Odometer(const Walk& walk, int rank, int64_t start) : walk_(walk), rank_(rank) {
-  for (int d = rank - 1; d >= 0; --d) {
+  for (int d = rank - 1; d >= 0 && start != 0; --d) {
     index_[d] = start % walk.extent[d];
     start /= walk.extent[d];
     offset_a_ += index_[d] * walk.stride_a[d];

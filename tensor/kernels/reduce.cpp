@@ -364,7 +364,7 @@ int recursion_depth(int64_t rows) {
 // Reduces `size` elements (stride `stride`) for every position of `kept`
 // (the input's other dims); out is contiguous over kept.
 template <class R, typename T>
-void reduce_dim(const T* base, int64_t size, int64_t stride, loops::Walk kept,
+void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& kept,
                 typename R::Out* out) {
   using Acc = typename R::Acc;
   const int64_t outputs = kept.numel();
@@ -395,9 +395,10 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, loops::Walk kept,
 
   // Columns: task t folds a block of up to kColumnWidth columns of one
   // outer position over a block of rows.
-  kept.erase(last);
+  loops::Walk outer_dims = kept;  // copied only here: a Walk is ~200 bytes
+  outer_dims.erase(last);
   const int64_t column_blocks = (width + kColumnWidth - 1) / kColumnWidth;
-  const int64_t tasks = kept.numel() * column_blocks;
+  const int64_t tasks = outer_dims.numel() * column_blocks;
   const int64_t block_width = std::min(width, kColumnWidth);
   // With few tasks, also split the rows so the threads share the work; the
   // choice depends on the shape only, never on the thread count. The
@@ -420,7 +421,7 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, loops::Walk kept,
                    const int64_t columns = std::min(kColumnWidth, width - first_column);
                    const int64_t first_row = row_block * rows_per_block;
                    const int64_t rows = std::min(rows_per_block, size - first_row);
-                   loops::Odometer position(kept, kept.rank, outer);
+                   loops::Odometer position(outer_dims, outer_dims.rank, outer);
                    const T* p =
                        base + position.a() + first_column * column_stride + first_row * stride;
                    Acc* target = row_blocks > 1 ? partials.get() + item * block_width : acc.get();
