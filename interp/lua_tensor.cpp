@@ -171,9 +171,14 @@ SourceLocation lua_location(void* user) {
   return {last_chunk, info.currentline};
 }
 
-void collect_lua_garbage(void* user) {
+void collect_lua_garbage(void* user, bool full) {
   auto* L = static_cast<lua_State*>(user);
-  if (L) lua_gc(L, LUA_GCCOLLECT);
+  if (!L) return;
+  if (full) {
+    lua_gc(L, LUA_GCCOLLECT);
+  } else {
+    lua_gc(L, LUA_GCSTEP, 0);  // in generational mode: a young collection
+  }
 }
 
 // The registry's reference to the context: released with the Lua state.
@@ -239,6 +244,9 @@ Context* tensor_context(lua_State* L) { return *static_cast<Context**>(lua_getex
 
 int open_tensor_module(lua_State* L) {
   create_context(L);
+  // Young collections at barriers are what keep liveness cheap and
+  // deterministic (see Context::run); they need the generational mode.
+  lua_gc(L, LUA_GCGEN, 0, 0);
   lua_newtable(L);  // the module
   const int module = lua_gettop(L);
   lua_newtable(L);  // the method table

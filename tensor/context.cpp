@@ -61,9 +61,7 @@ void Context::remove_live(TensorImpl* tensor) {
 
 std::vector<TensorImpl*> Context::pending_tensors() const {
   std::vector<TensorImpl*> pending;
-  for (TensorImpl* t = live_first_; t; t = t->next_live) {
-    if (t->pending) pending.push_back(t);
-  }
+  for (TensorImpl* t = live_first_; t; t = t->next_live) pending.push_back(t);
   return pending;
 }
 
@@ -152,19 +150,24 @@ void Context::mark_step() { run(pending_tensors(), SyncCause::barrier, true); }
 
 // At a barrier the outputs are the pending values of live tensors, but a
 // tensor the script can no longer reach stays "live" until Lua's collector
-// gets to it, which depends on timing. Most steps of a loop see a key they
-// have seen before, so collecting every time would be waste: only when the
-// key is new do we collect garbage and extract again. Every key that gets
-// executed is then one of a clean graph.
+// gets to it, which depends on timing. A loop's temporaries are young
+// objects, so a young collection (a microsecond or so in Lua's generational
+// mode) before extracting removes them; if the key is still new, a full
+// collection makes sure before the graph is run and remembered. So every
+// key that gets executed at a barrier is the key of a clean graph.
 void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss) {
   metrics.syncs++;
   metrics.syncs_by_cause[static_cast<int>(cause)]++;
+  if (collect_on_miss && collect_garbage) {
+    collect_garbage(collect_garbage_user, false);
+    roots = pending_tensors();
+  }
   if (roots.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   Graph graph = extract(roots);
   bool hit = seen_keys.count(graph.key) > 0;
   if (!hit && collect_on_miss && collect_garbage) {
-    collect_garbage(collect_garbage_user);
+    collect_garbage(collect_garbage_user, true);
     metrics.barrier_collections++;
     roots = pending_tensors();
     if (roots.empty()) return;
@@ -201,7 +204,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     for (TensorImpl* root : roots) {
       for (const Node* node : extract({root}).nodes) {
         if (node == failed) {
-          root->pending = NodeRef{};
+          root->set_pending(NodeRef{});
           root->error = message;
           break;
         }
@@ -236,10 +239,13 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
       value = copy;
     }
     taken.push_back(value.buffer.get());
+    // The node is a leaf from now on: dropping its inputs frees the history
+    // a training loop would otherwise keep alive step after step.
     root->pending->result = value;
+    root->pending->inputs.clear();
     root->data_node = root->pending;
     root->data = value;
-    root->pending = NodeRef{};
+    root->set_pending(NodeRef{});
   }
   metrics.sync_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                               .count();

@@ -101,9 +101,9 @@ class Context : public RefCounted {
   SourceLocation current_location() const {
     return location_provider ? location_provider(location_user) : SourceLocation{};
   }
-  // Runs the host's garbage collector, so that tensors nobody can reach are
-  // not outputs of a barrier (see mark_step).
-  void (*collect_garbage)(void* user) = nullptr;
+  // Runs the host's garbage collector (a quick young collection, or a full
+  // one), so that tensors nobody can reach are not outputs of a barrier.
+  void (*collect_garbage)(void* user, bool full) = nullptr;
   void* collect_garbage_user = nullptr;
 
   // Interned chunk names for SourceLocation.
@@ -116,7 +116,8 @@ class Context : public RefCounted {
   // The graph that sync would run for these tensors (for tensor.ir/dot).
   Graph extract(const std::vector<TensorImpl*>& tensors);
 
-  // The live lazy tensors, oldest first (TensorImpl registers itself).
+  // The live tensors with pending values, in the order they became pending
+  // (TensorImpl::set_pending keeps the list).
   void add_live(TensorImpl* tensor);
   void remove_live(TensorImpl* tensor);
   std::vector<TensorImpl*> pending_tensors() const;

@@ -76,6 +76,28 @@ const char* op_name(Op op) {
   return kNames[static_cast<int>(op)];
 }
 
+// A script that records a million dependent ops before syncing builds a
+// chain a million nodes deep; releasing it recursively would overflow the
+// stack. The outermost destructor drains a worklist instead: nested ones
+// only hand their inputs over.
+Node::~Node() {
+  static thread_local std::vector<NodeRef>* worklist = nullptr;
+  if (worklist) {
+    for (NodeRef& input : inputs) worklist->push_back(std::move(input));
+    return;
+  }
+  std::vector<NodeRef> pending;
+  pending.reserve(inputs.size());
+  for (NodeRef& input : inputs) pending.push_back(std::move(input));
+  worklist = &pending;
+  while (!pending.empty()) {
+    NodeRef node = std::move(pending.back());
+    pending.pop_back();
+    node.reset();
+  }
+  worklist = nullptr;
+}
+
 const char* Node::name() const {
   switch (op) {
     case Op::unary: return unary_op_name(static_cast<UnaryOp>(sub_op));

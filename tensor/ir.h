@@ -90,6 +90,10 @@ class Node : public RefCounted {
   uint64_t visit_epoch = 0;
   int32_t visit_index = -1;
 
+  Node() = default;
+  // Destroys chains of inputs without recursion (see ir.cpp).
+  ~Node();
+
   // A human-readable name of this node's operation ("add", "sum", ...).
   const char* name() const;
   bool is_leaf() const { return op == Op::parameter || op == Op::scalar || op == Op::constant; }

@@ -8,16 +8,20 @@
 namespace lazylua {
 
 TensorImpl::TensorImpl(Context* owner, Array array)
-    : context(owner), shape(array.shape), dtype(array.dtype), data(std::move(array)) {
-  context->add_live(this);
-}
+    : context(owner), shape(array.shape), dtype(array.dtype), data(std::move(array)) {}
 
 TensorImpl::TensorImpl(Context* owner, NodeRef node)
-    : context(owner), shape(node->shape), dtype(node->dtype), pending(std::move(node)) {
-  context->add_live(this);
+    : context(owner), shape(node->shape), dtype(node->dtype) {
+  set_pending(std::move(node));
 }
 
 TensorImpl::~TensorImpl() { context->remove_live(this); }
+
+void TensorImpl::set_pending(NodeRef node) {
+  if (node && !pending) context->add_live(this);
+  if (!node && pending) context->remove_live(this);
+  pending = std::move(node);
+}
 
 Tensor make_tensor(Context* context, Array data) { return Tensor(new TensorImpl(context, data)); }
 
@@ -119,7 +123,6 @@ NodeRef unapply_step(Context* context, const ViewStep& step, const NodeRef& base
 Tensor make_view(const Tensor& a, ViewStep step, const Array& new_layout) {
   Context* context = context_of(a);
   Tensor view(new TensorImpl(context, Array{}));
-  context->remove_live(view.get());  // views have no pending value of their own
   view->shape = step.shape;
   view->dtype = a->dtype;
   view->base = a->is_lazy_view() ? a->base : a;
@@ -139,7 +142,7 @@ void assign(const Tensor& self, NodeRef value) {
     value = node_of(context, Op::expand, 0, self->dtype, self->shape, {value});
   }
   if (!self->is_lazy_view()) {
-    self->pending = std::move(value);
+    self->set_pending(std::move(value));
     self->data = Array{};
     self->data_node = NodeRef{};
     return;
@@ -153,7 +156,7 @@ void assign(const Tensor& self, NodeRef value) {
   for (size_t i = self->steps.size(); i-- > 0;) {
     update = unapply_step(context, self->steps[i], chain[i], update);
   }
-  base->pending = std::move(update);
+  base->set_pending(std::move(update));
   base->data = Array{};
   base->data_node = NodeRef{};
 }

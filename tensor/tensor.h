@@ -51,7 +51,11 @@ class TensorImpl : public RefCounted {
 
   bool is_lazy_view() const { return static_cast<bool>(base); }
 
-  // Intrusive list of live lazy tensors (Context::live).
+  // Sets or clears the pending value; a tensor is in its context's list of
+  // pending tensors exactly while it has one.
+  void set_pending(NodeRef node);
+
+  // Intrusive list of pending tensors (Context::pending_tensors).
   TensorImpl* previous_live = nullptr;
   TensorImpl* next_live = nullptr;
 };
