@@ -177,7 +177,10 @@ local function compare(got, want, kind, path)
   elseif kind == "bool" then
     ok = type(got) == "boolean" and got == want
   else
-    ok = type(got) == "number" and near(got, want, kind)
+    -- float dtypes give Lua floats (even for integral values); plain
+    -- tables compared with h.eq are "loose": any number type
+    ok = (kind.loose and type(got) == "number" or math.type(got) == "float")
+         and near(got, want, kind)
   end
   if not ok then
     return false, string.format("%s: got %s (%s), expected %s", path, show(got),
@@ -223,11 +226,10 @@ function h.near(t, want, tol, dtype) check(2, t, dtype, want, tol or h.F32) end
 
 -- Compares two plain nested tables (no tensors).
 function h.eq(got, want, tol)
-  local kind = tol
-  if kind == nil then
-    -- exact: numbers compared by value (1 == 1.0), booleans equal
-    kind = h.EXACT
-  end
+  -- numbers compared by value (1 == 1.0), exactly unless tol is given;
+  -- booleans equal
+  tol = tol or h.EXACT
+  local kind = {rel = tol.rel, abs = tol.abs, loose = true}
   local ok, msg
   if type(want) == "table" or type(want) == "number" then
     local leaf_bool = type(h.flatten(want)[1]) == "boolean"
@@ -301,7 +303,8 @@ function h.log1p(x)
 end
 
 -- erf by its Taylor series (|x| <= 3: the terms stay below ~2e3, so the
--- double result is good to ~1e-12) and 1 - erfc's asymptotic tail beyond.
+-- double result is good to ~1e-12) and 1 - erfc's asymptotic tail beyond
+-- (good to ~2e-10 at 3.5, better further out).
 function h.erf(x)
   if x < 0 then return -h.erf(-x) end
   if x > 5.5 then return 1.0 end

@@ -147,6 +147,17 @@ h.test("clamp(lo, hi), either may be nil", function()
   h.check(tensor.new({nan, 2.0}):clamp(0, 1), "f32", {nan, 1})
 end)
 
+-- clamp of i64 with integer bounds is exact (no detour through doubles).
+h.test("clamp of i64 beyond 2^53", function()
+  local n = (1 << 53) + 1
+  h.check(tensor.new({n}):clamp(0, n), "i64", {n})
+  h.check(tensor.new({5, n + 2}):clamp(n), "i64", {n, n + 2})
+  h.check(tensor.new({n + 2}):clamp(nil, n), "i64", {n})
+  local t = tensor.new({5})
+  t:clamp_(n)
+  h.check(t, "i64", {n})
+end)
+
 ---------------------------------------------------------------------------
 -- Binary ops with broadcasting and numbers on either side.
 ---------------------------------------------------------------------------
@@ -340,6 +351,8 @@ h.test("integer semantics", function()
   h.check(2 ^ tensor.new({1, 2, 3}), "i64", {2, 4, 8})
   h.check(tensor.new({3}) ^ 40, "i64", {h.ipow(3, 40)})
   h.check(tensor.new({3}, {dtype = "i32"}) ^ 2, "i32", {9})
+  h.check(tensor.new({2}, {dtype = "i32"}) ^ 31, "i32", {h.wrap32(1 << 31)})
+  h.check(tensor.new({7}, {dtype = "i32"}) ^ 13, "i32", {h.wrap32(h.ipow(7, 13))})
   -- a float exponent makes it f32
   h.check(tensor.new({4, 9}) ^ 0.5, "f32", {2, 3}, h.TRANS)
   -- maximum / minimum / atan2 on ints
@@ -478,6 +491,34 @@ h.test("Lua comparison operators", function()
   local n = (1 << 53) + 1
   assert(tensor.new({n}) > n - 1)
   assert(not (tensor.new({n}) <= n - 1))
+end)
+
+
+-- The same computation repeated with other numbers and other data: a cached
+-- (compiled) graph must never give a stale result. 0 and 1 may be baked in
+-- as constants while other numbers are parameters: mix them.
+h.test("repeated graphs with changing numbers and data", function()
+  local base = {1.5, -2, 4}
+  local t = tensor.new(base)
+  for _, k in ipairs({2, 3, 0, 1, 0.5, 1, 0, -1, 2, 7}) do
+    local want = h.map(base, function(x) return x * k + k end)
+    h.check(t * k + k, "f32", want, h.F32)
+    local s = 0
+    for _, x in ipairs(want) do s = s + x end
+    h.check((t * k + k):sum(), "f32", s, h.F32)
+  end
+  for n = 1, 6 do
+    local data = {}
+    for i = 1, 5 do data[i] = (i * n) % 7 - 3 end
+    local u = tensor.new(data)
+    h.check((u * 2 - 1):maximum(0), "i64", h.map(data, function(x) return math.max(x * 2 - 1, 0) end))
+  end
+  -- integer numbers with an integer tensor, then a float number: the type
+  -- changes with the number even though the graph's shape does not
+  local i = tensor.new({1, 2, 3})
+  h.check(i * 2, "i64", {2, 4, 6})
+  h.check(i * 2.5, "f32", {2.5, 5, 7.5})
+  h.check(i * 3, "i64", {3, 6, 9})
 end)
 
 h.done("test_elementwise")

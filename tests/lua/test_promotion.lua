@@ -115,6 +115,45 @@ h.test("A large integer number stays exact with an i64 tensor; an...", function(
   h.check(make("f64", {3}) ^ 2, "f64", {9}, h.F64)
 end)
 
+-- The numbers 0 and 1 are special in the lazy graph (constants an optimizer
+-- may fold): x * 1, x + 0 ... must still promote like any other number and
+-- keep IEEE semantics (x * 0 is NaN for NaN and inf; 2.5 // 1 is 2).
+h.test("0 and 1 as numbers", function()
+  local i = tensor.new({1, 2})
+  h.check(i * 1.0, "f32", {1, 2})
+  h.check(1.0 * i, "f32", {1, 2})
+  h.check(i + 0.0, "f32", {1, 2})
+  h.check(i - 0.0, "f32", {1, 2})
+  h.check(i / 1, "f32", {1, 2})
+  h.check(i ^ 1.0, "f32", {1, 2})
+  h.check(i * 1, "i64", {1, 2})
+  h.check(i + 0, "i64", {1, 2})
+  h.check(i ^ 1, "i64", {1, 2})
+  h.check(i ^ 0, "i64", {1, 1})
+  local b = tensor.new({true, false})
+  h.check(b + 0, "i64", {1, 0})
+  h.check(b * 1, "i64", {1, 0})
+  h.check(b * 1.0, "f32", {1, 0})
+  local i32 = tensor.new({3}, {dtype = "i32"})
+  h.check(i32 * 1, "i32", {3})
+  h.check(i32 + 0.0, "f32", {3})
+  local nan, inf = 0 / 0, math.huge
+  local f = tensor.new({nan, inf, -inf, 2.5, -2.5})
+  h.check(f * 0, "f32", {nan, nan, nan, 0, 0})
+  h.check(0 * f, "f32", {nan, nan, nan, 0, 0})
+  h.check(f * 1, "f32", {nan, inf, -inf, 2.5, -2.5})
+  h.check(f + 0, "f32", {nan, inf, -inf, 2.5, -2.5})
+  h.check(f // 1, "f32", {nan, inf, -inf, 2, -3})
+  h.check(f % 1, "f32", {nan, nan, nan, 0.5, 0.5})
+  h.check(f ^ 0, "f32", {1, 1, 1, 1, 1})
+  h.check(f ^ 1, "f32", {nan, inf, -inf, 2.5, -2.5})
+  h.check(f - f, "f32", {nan, nan, nan, 0, 0})
+  h.check(f / f, "f32", {nan, nan, nan, 1, 1})
+  h.check(f:maximum(0), "f32", {nan, inf, 0, 2.5, 0})
+  h.check(tensor.new({2.0, -3.0}) * 0, "f32", {0, 0})
+  h.check(1 / tensor.new({2.0, 0.0}), "f32", {0.5, inf})
+end)
+
 -- Unary float ops promote ints and bools to f32, keep f64.
 for _, dtype in ipairs(ORDER) do h.test("unary of " .. dtype, function()
   local want = dtype == "f64" and "f64" or "f32"
