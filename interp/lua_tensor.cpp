@@ -130,26 +130,35 @@ int tensor_eq(lua_State* L) {
 }
 
 // The value of a one-element tensor (or a number) taking part in a Lua
-// comparison, as a double (integers beyond 2^53 compare approximately).
-double comparison_operand(lua_State* L, int arg, const char* op) {
-  if (binding::is_number(L, arg)) return lua_tonumber(L, arg);
+// comparison: an exact integer when it is one, else a double.
+ops::Scalar comparison_operand(lua_State* L, int arg, const char* op) {
+  if (binding::is_number(L, arg)) return binding::check_scalar(L, arg, op);
   const Tensor& tensor = binding::check_tensor(L, arg, op);
   if (numel(tensor->shape) != 1) {
     fail("{}: a tensor of {} elements has no single truth value; use the elementwise {} "
          "method instead",
          op, numel(tensor->shape), std::strcmp(op, "<") == 0 ? "lt" : "le");
   }
-  const Array as_double = ops::cast(observe(tensor, SyncCause::comparison), DType::f64);
-  return *as_double.data<double>();
+  const Array data = observe(tensor, SyncCause::comparison);
+  if (!is_floating(data.dtype)) {
+    return ops::Scalar::from_integer(ops::cast(data, DType::i64).data<int64_t>()[0]);
+  }
+  return ops::Scalar::from_double(ops::cast(data, DType::f64).data<double>()[0]);
+}
+
+// a < b (or a <= b), exact between integers.
+bool less(const ops::Scalar& a, const ops::Scalar& b, bool or_equal) {
+  if (a.is_integer && b.is_integer) return or_equal ? a.integer <= b.integer : a.integer < b.integer;
+  return or_equal ? a.value <= b.value : a.value < b.value;
 }
 
 int tensor_lt(lua_State* L) {
-  lua_pushboolean(L, comparison_operand(L, 1, "<") < comparison_operand(L, 2, "<"));
+  lua_pushboolean(L, less(comparison_operand(L, 1, "<"), comparison_operand(L, 2, "<"), false));
   return 1;
 }
 
 int tensor_le(lua_State* L) {
-  lua_pushboolean(L, comparison_operand(L, 1, "<=") <= comparison_operand(L, 2, "<="));
+  lua_pushboolean(L, less(comparison_operand(L, 1, "<="), comparison_operand(L, 2, "<="), true));
   return 1;
 }
 

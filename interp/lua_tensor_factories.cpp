@@ -138,30 +138,25 @@ class TableReader {
  public:
   TableReader(lua_State* L, const char* function) : L_(L), function_(function) {}
 
-  Array read(int table) {
+  // The values, as `dtype` or else as the type they suggest: all integers
+  // i64, any float f32, booleans bool. Read through an exact staging array
+  // (i64 or f64), so an f64 request gets every digit.
+  Array read(int table, std::optional<DType> dtype) {
     find_shape(table);
     const int64_t count = checked_numel(shape_, function_);
     integers_.reserve(count);
     doubles_.reserve(count);
     collect(table, 0);
-    DType type = DType::i64;
-    if (saw_boolean_) type = DType::boolean;
-    if (saw_float_) type = kDefaultFloat;
-    return make(type);
-  }
-
-  Array make(DType type) const {
-    Array out = Array::empty(shape_, type, function_);
+    DType inferred = DType::i64;
+    if (saw_boolean_) inferred = DType::boolean;
+    if (saw_float_) inferred = kDefaultFloat;
+    Array staging = Array::empty(shape_, saw_float_ ? DType::f64 : DType::i64);
     if (saw_float_) {
-      Array values = Array::empty(shape_, DType::f64);
-      std::copy(doubles_.begin(), doubles_.end(), values.data<double>());
-      copy_kernel(values, out);
+      std::copy(doubles_.begin(), doubles_.end(), staging.data<double>());
     } else {
-      Array values = Array::empty(shape_, DType::i64);
-      std::copy(integers_.begin(), integers_.end(), values.data<int64_t>());
-      copy_kernel(values, out);
+      std::copy(integers_.begin(), integers_.end(), staging.data<int64_t>());
     }
-    return out;
+    return ops::cast(staging, dtype.value_or(inferred));
   }
 
  private:
@@ -244,8 +239,7 @@ int new_tensor(lua_State* L) {
   if (lua_type(L, 1) != LUA_TTABLE) type_error(L, 1, "new", "table, number or tensor");
   luaL_checkstack(L, kMaxDims + 4, "new");
   TableReader reader(L, "new");
-  const Array array = reader.read(1);
-  return push(L, dtype ? ops::cast(array, *dtype) : array);
+  return push(L, reader.read(1, dtype));
 }
 
 int is_tensor(lua_State* L) {

@@ -70,9 +70,10 @@ int binary_inplace(lua_State* L) {
   return push_self(L);
 }
 
-std::optional<double> optional_bound(lua_State* L, int arg, const char* function) {
+std::optional<ops::Scalar> optional_bound(lua_State* L, int arg, const char* function) {
   if (lua_isnoneornil(L, arg)) return std::nullopt;
-  return check_double(L, arg, function);
+  if (!is_number(L, arg)) type_error(L, arg, function, "number");
+  return check_scalar(L, arg, function);
 }
 
 int clamp(lua_State* L) {

@@ -24,14 +24,28 @@ bool is_arithmetic(BinaryOp op) { return !binary_is_comparison(op); }
 
 DType compute_dtype(BinaryOp op, DType promoted) { return binary_compute_dtype(op, promoted); }
 
+// The op that runs for `op` in the compute dtype (bool arithmetic is logic).
+BinaryOp effective_op(BinaryOp op, DType compute) {
+  if (compute != DType::boolean) return op;
+  switch (op) {
+    case BinaryOp::add:
+    case BinaryOp::maximum: return BinaryOp::logical_or;
+    case BinaryOp::mul:
+    case BinaryOp::minimum: return BinaryOp::logical_and;
+    case BinaryOp::sub: fail("sub: subtracting bool tensors is not supported; use logical_xor");
+    default: return op;
+  }
+}
+
 DType result_dtype(BinaryOp op, DType compute) {
   return binary_is_comparison(op) ? DType::boolean : compute;
 }
 
 Array run_binary(BinaryOp op, const Array& a, const Array& b, DType compute) {
   const Shape shape = broadcast_shapes(a.shape, b.shape, binary_op_name(op));
+  const BinaryOp run_op = effective_op(op, compute);
   Array out = Array::empty(shape, result_dtype(op, compute), binary_op_name(op));
-  if (!in_meta_scope()) binary_kernel(op, cast(a, compute), cast(b, compute), out);
+  if (!in_meta_scope()) binary_kernel(run_op, cast(a, compute), cast(b, compute), out);
   return out;
 }
 
@@ -86,8 +100,9 @@ DType binary_compute_dtype(BinaryOp op, DType promoted) {
   if (op == BinaryOp::div || op == BinaryOp::atan2) {
     return is_floating(promoted) ? promoted : kDefaultFloat;
   }
-  // Arithmetic on booleans counts them as 0/1 integers, as Lua users expect.
-  if (is_arithmetic(op) && promoted == DType::boolean) return DType::i64;
+  const bool logical = op == BinaryOp::add || op == BinaryOp::mul || op == BinaryOp::sub ||
+                       op == BinaryOp::maximum || op == BinaryOp::minimum;
+  if (is_arithmetic(op) && promoted == DType::boolean && !logical) return DType::i64;
   return promoted;
 }
 
@@ -210,11 +225,31 @@ Array where(const Array& cond, const Array& a, const Array& b) {
   return out;
 }
 
-Array clamp(const Array& a, std::optional<double> low, std::optional<double> high) {
+namespace {
+
+// Clamps into `out` (which may be `in`). Integer bounds of an integer
+// tensor go through exact integer max/min; otherwise the bounds are doubles.
+void run_clamp(const Array& in, std::optional<Scalar> low, std::optional<Scalar> high,
+               const Array& out) {
+  if (in_meta_scope()) return;
+  const bool exact = is_integral(out.dtype) && (!low || low->is_integer) &&
+                     (!high || high->is_integer);
+  if (!exact) {
+    clamp_kernel(in, low.has_value(), low ? low->value : 0, high.has_value(),
+                 high ? high->value : 0, out);
+    return;
+  }
+  if (&in != &out) copy_kernel(in, out);
+  if (low) binary_kernel(BinaryOp::maximum, out, scalar_array(*low, out.dtype), out);
+  if (high) binary_kernel(BinaryOp::minimum, out, scalar_array(*high, out.dtype), out);
+}
+
+}  // namespace
+
+Array clamp(const Array& a, std::optional<Scalar> low, std::optional<Scalar> high) {
   const DType type = a.dtype == DType::boolean ? DType::i64 : a.dtype;
   Array out = Array::empty(a.shape, type);
-  if (!in_meta_scope()) clamp_kernel(cast(a, type), low.has_value(), low.value_or(0), high.has_value(),
-               high.value_or(0), out);
+  run_clamp(cast(a, type), low, high, out);
   return out;
 }
 
@@ -244,7 +279,8 @@ void binary_(BinaryOp op, const Array& self, const Array& other) {
   check_broadcasts_to(other.shape, self.shape, name);
   const Array source = detach_overlap(other, self);
   if (compute == self.dtype && !binary_is_comparison(op)) {
-    if (!in_meta_scope()) binary_kernel(op, self, cast(source, compute), self);
+    const BinaryOp run_op = effective_op(op, compute);
+    if (!in_meta_scope()) binary_kernel(run_op, self, cast(source, compute), self);
   } else {
     if (!in_meta_scope()) copy_kernel(run_binary(op, self, source, compute), self);
   }
@@ -255,10 +291,10 @@ void binary_(BinaryOp op, const Array& self, Scalar other) {
   binary_(op, self, scalar_array(other, compute));
 }
 
-void clamp_(const Array& self, std::optional<double> low, std::optional<double> high) {
+void clamp_(const Array& self, std::optional<Scalar> low, std::optional<Scalar> high) {
   check_writable(self, "clamp_");
   if (self.dtype == DType::boolean) fail("clamp_: not defined for bool tensors");
-  if (!in_meta_scope()) clamp_kernel(self, low.has_value(), low.value_or(0), high.has_value(), high.value_or(0), self);
+  run_clamp(self, low, high, self);
 }
 
 void fill_(const Array& self, Scalar value) {

@@ -30,6 +30,9 @@ struct Scalar {
 // The dtype binary op `op` computes in when its operands promote to
 // `promoted` (true division and atan2 of integers compute in f32; arithmetic
 // on bools in i64).
+// Between two bools, + and maximum are logical or, * and minimum logical
+// and (as in PyTorch), and - is an error; the other arithmetic ops count
+// bools as 0/1 in i64.
 DType binary_compute_dtype(BinaryOp op, DType promoted);
 
 // Factories.
@@ -48,7 +51,8 @@ Array binary(BinaryOp op, const Array& a, const Array& b);
 Array binary(BinaryOp op, const Array& a, Scalar b);
 Array binary(BinaryOp op, Scalar a, const Array& b);
 Array where(const Array& cond, const Array& a, const Array& b);
-Array clamp(const Array& a, std::optional<double> low, std::optional<double> high);
+// Bounds are Lua numbers; integer bounds clamp integer tensors exactly.
+Array clamp(const Array& a, std::optional<Scalar> low, std::optional<Scalar> high);
 Array cast(const Array& a, DType dtype);  // returns `a` itself when already dtype
 
 // In place: self is updated (through its view into the base). The result
@@ -58,7 +62,7 @@ Array cast(const Array& a, DType dtype);  // returns `a` itself when already dty
 void unary_(UnaryOp op, const Array& self);
 void binary_(BinaryOp op, const Array& self, const Array& other);
 void binary_(BinaryOp op, const Array& self, Scalar other);
-void clamp_(const Array& self, std::optional<double> low, std::optional<double> high);
+void clamp_(const Array& self, std::optional<Scalar> low, std::optional<Scalar> high);
 void fill_(const Array& self, Scalar value);
 void copy_(const Array& self, const Array& source);  // source broadcasts to self, any dtype
 

@@ -173,9 +173,10 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
     case Op::where: return ops::where(in[0], in[1], in[2]);
     case Op::cast: return ops::cast(in[0], node.dtype);
     case Op::clamp: {
-      auto bound = [&](int bit, const Array& value) {
-        return (node.sub_op & bit) ? std::optional<double>(ops::cast(value, DType::f64).data<double>()[0])
-                                   : std::nullopt;
+      auto bound = [&](int bit, const Array& value) -> std::optional<ops::Scalar> {
+        if (!(node.sub_op & bit)) return std::nullopt;
+        if (value.dtype == DType::i64) return ops::Scalar::from_integer(value.data<int64_t>()[0]);
+        return ops::Scalar::from_double(ops::cast(value, DType::f64).data<double>()[0]);
       };
       return ops::clamp(in[0], bound(1, in[1]), bound(2, in[2]));
     }

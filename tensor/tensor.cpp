@@ -287,7 +287,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return record(context_of(a), Op::where, 0, m, {value_of(cond), value_of(a), value_of(b)});
 }
 
-Tensor clamp(const Tensor& a, std::optional<double> low, std::optional<double> high) {
+Tensor clamp(const Tensor& a, std::optional<ops::Scalar> low, std::optional<ops::Scalar> high) {
   if (a->context->eager) return wrap(a, ops::clamp(eager_data(a), low, high));
   Array m;
   {
@@ -296,11 +296,13 @@ Tensor clamp(const Tensor& a, std::optional<double> low, std::optional<double> h
   }
   Context* context = context_of(a);
   const SourceLocation location = context->current_location();
+  // A bound is a scalar input: exact as i64 when it is an integer, else f64.
+  auto bound = [&](std::optional<ops::Scalar> value) {
+    const ops::Scalar number = value.value_or(ops::Scalar::from_integer(0));
+    return make_scalar(number, number.is_integer ? DType::i64 : DType::f64, location);
+  };
   const uint8_t which = (low ? 1 : 0) | (high ? 2 : 0);
-  return record(context, Op::clamp, which, m,
-                {value_of(a), make_scalar(ops::Scalar::from_double(low.value_or(0)), DType::f64,
-                                          location),
-                 make_scalar(ops::Scalar::from_double(high.value_or(0)), DType::f64, location)});
+  return record(context, Op::clamp, which, m, {value_of(a), bound(low), bound(high)});
 }
 
 Tensor cast(const Tensor& a, DType dtype) {
@@ -361,7 +363,7 @@ void binary_(BinaryOp op, const Tensor& self, ops::Scalar other) {
                        {value_of(self), make_scalar(other, compute, context->current_location())}));
 }
 
-void clamp_(const Tensor& self, std::optional<double> low, std::optional<double> high) {
+void clamp_(const Tensor& self, std::optional<ops::Scalar> low, std::optional<ops::Scalar> high) {
   if (self->context->eager) return ops::clamp_(eager_target(self), low, high);
   {
     MetaScope scope;

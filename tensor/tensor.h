@@ -90,14 +90,14 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary(BinaryOp op, const Tensor& a, ops::Scalar b);
 Tensor binary(BinaryOp op, ops::Scalar a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-Tensor clamp(const Tensor& a, std::optional<double> low, std::optional<double> high);
+Tensor clamp(const Tensor& a, std::optional<ops::Scalar> low, std::optional<ops::Scalar> high);
 Tensor cast(const Tensor& a, DType dtype);
 Tensor clone(const Tensor& a);
 
 void unary_(UnaryOp op, const Tensor& self);
 void binary_(BinaryOp op, const Tensor& self, const Tensor& other);
 void binary_(BinaryOp op, const Tensor& self, ops::Scalar other);
-void clamp_(const Tensor& self, std::optional<double> low, std::optional<double> high);
+void clamp_(const Tensor& self, std::optional<ops::Scalar> low, std::optional<ops::Scalar> high);
 void fill_(const Tensor& self, ops::Scalar value);
 void copy_(const Tensor& self, const Tensor& source);
 
