@@ -144,8 +144,9 @@ int main(int argc, char** argv) {
               empty);
   std::printf("    c = a + b        record %.3f us   eager %.3f us   record/eager %.2f\n",
               record_add, eager_add - empty, record_add / (eager_add - empty));
-  std::printf("    (a*0.5):exp()    record %.3f us/op (3 ops: scalar, mul, exp)   eager %.3f us/op\n",
-              record_mixed, (eager_mixed - empty) / 2);
+  std::printf(
+      "    (a*0.5):exp()    record %.3f us/op (3 ops: scalar, mul, exp)   eager %.3f us/op\n",
+      record_mixed, (eager_mixed - empty) / 2);
   std::printf("    target: recording at most 1 us/op -> %s (PyTorch lazy ~4.6 us)\n\n",
               std::max(record_add, record_mixed) <= 1.0 ? "met" : "MISSED");
 
@@ -154,19 +155,23 @@ int main(int argc, char** argv) {
   const SyncFigures by_sync = measure_syncs(L, "sync_loop", sync_iterations, repeats);
   const SyncFigures by_step = measure_syncs(L, "mark_step_loop", sync_iterations, repeats);
   std::printf("(b) a cached 10-op graph of 4-element tensors, per iteration\n");
-  std::printf("    tensor.sync(y):  total %.2f us = recording + sync %.2f us (kernels %.2f us,"
-              " overhead %.2f us)\n",
-              by_sync.per_iteration_us, by_sync.sync_us, by_sync.execute_us,
-              by_sync.sync_us - by_sync.execute_us);
-  std::printf("    mark_step():     total %.2f us = recording + sync %.2f us (kernels %.2f us,"
-              " overhead %.2f us)\n",
-              by_step.per_iteration_us, by_step.sync_us, by_step.execute_us,
-              by_step.sync_us - by_step.execute_us);
-  const double overhead = std::max(by_sync.sync_us - by_sync.execute_us,
-                                   by_step.sync_us - by_step.execute_us);
-  std::printf("    target: sync overhead beyond kernels at most 10 us -> %s (PyTorch lazy ~80-100 us)\n",
-              overhead <= 10.0 ? "met" : "MISSED");
-  std::printf("    (the reference executor runs these kernels; the compiler of issue 4 replaces it)\n");
+  std::printf(
+      "    tensor.sync(y):  total %.2f us = recording + sync %.2f us (kernels %.2f us,"
+      " overhead %.2f us)\n",
+      by_sync.per_iteration_us, by_sync.sync_us, by_sync.execute_us,
+      by_sync.sync_us - by_sync.execute_us);
+  std::printf(
+      "    mark_step():     total %.2f us = recording + sync %.2f us (kernels %.2f us,"
+      " overhead %.2f us)\n",
+      by_step.per_iteration_us, by_step.sync_us, by_step.execute_us,
+      by_step.sync_us - by_step.execute_us);
+  const double overhead =
+      std::max(by_sync.sync_us - by_sync.execute_us, by_step.sync_us - by_step.execute_us);
+  std::printf(
+      "    target: sync overhead beyond kernels at most 10 us -> %s (PyTorch lazy ~80-100 us)\n",
+      overhead <= 10.0 ? "met" : "MISSED");
+  std::printf(
+      "    (the reference executor runs these kernels; the compiler of issue 4 replaces it)\n");
   lua_close(L);
   return 0;
 }

@@ -46,8 +46,8 @@ Tensor index_view(lua_State* L, const Tensor& base, int key, const char* functio
     Tensor view = base;
     const int64_t count = static_cast<int64_t>(lua_rawlen(L, key));
     if (count > base->shape.rank()) {
-      binding::argument_error(2, function, fmt::format("{} indices for a {}-d tensor", count,
-                                                       base->shape.rank()));
+      binding::argument_error(
+          2, function, fmt::format("{} indices for a {}-d tensor", count, base->shape.rank()));
     }
     for (int64_t i = 1; i <= count; i++) {
       lua_rawgeti(L, key, i);
@@ -84,9 +84,8 @@ int tensor_newindex(lua_State* L) {
   const Tensor& base = binding::check_tensor(L, 1, "newindex");
   const int key_type = lua_type(L, 2);
   if (key_type != LUA_TNUMBER && key_type != LUA_TTABLE) {
-    fail("cannot set field '{}' of a tensor", lua_type(L, 2) == LUA_TSTRING
-                                                  ? lua_tostring(L, 2)
-                                                  : lua_typename(L, key_type));
+    fail("cannot set field '{}' of a tensor",
+         lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : lua_typename(L, key_type));
   }
   const Tensor view = index_view(L, base, 2, "newindex");
   if (to_tensor(L, 3)) {
@@ -135,9 +134,10 @@ ops::Scalar comparison_operand(lua_State* L, int arg, const char* op) {
   if (binding::is_number(L, arg)) return binding::check_scalar(L, arg, op);
   const Tensor& tensor = binding::check_tensor(L, arg, op);
   if (numel(tensor->shape) != 1) {
-    fail("{}: a tensor of {} elements has no single truth value; use the elementwise {} "
-         "method instead",
-         op, numel(tensor->shape), std::strcmp(op, "<") == 0 ? "lt" : "le");
+    fail(
+        "{}: a tensor of {} elements has no single truth value; use the elementwise {} "
+        "method instead",
+        op, numel(tensor->shape), std::strcmp(op, "<") == 0 ? "lt" : "le");
   }
   const Array data = observe(tensor, SyncCause::comparison);
   if (!is_floating(data.dtype)) {
@@ -148,7 +148,8 @@ ops::Scalar comparison_operand(lua_State* L, int arg, const char* op) {
 
 // a < b (or a <= b), exact between integers.
 bool less(const ops::Scalar& a, const ops::Scalar& b, bool or_equal) {
-  if (a.is_integer && b.is_integer) return or_equal ? a.integer <= b.integer : a.integer < b.integer;
+  if (a.is_integer && b.is_integer)
+    return or_equal ? a.integer <= b.integer : a.integer < b.integer;
   return or_equal ? a.value <= b.value : a.value < b.value;
 }
 
@@ -249,7 +250,9 @@ void push_tensor(lua_State* L, Array data) {
   push_tensor(L, make_tensor(tensor_context(L), std::move(data)));
 }
 
-Context* tensor_context(lua_State* L) { return *static_cast<Context**>(lua_getextraspace(L)); }
+Context* tensor_context(lua_State* L) {
+  return *static_cast<Context**>(lua_getextraspace(L));
+}
 
 int open_tensor_module(lua_State* L) {
   create_context(L);
@@ -290,10 +293,9 @@ int open_tensor_module(lua_State* L) {
   };
   luaL_setfuncs(L, metamethods, 0);
   // Arithmetic metamethods are the methods of the same name.
-  const char* arithmetic[][2] = {{"__add", "add"},      {"__sub", "sub"},
-                                 {"__mul", "mul"},      {"__div", "div"},
-                                 {"__mod", "remainder"}, {"__pow", "pow"},
-                                 {"__idiv", "floor_divide"}, {"__unm", "neg"}};
+  const char* arithmetic[][2] = {
+      {"__add", "add"},       {"__sub", "sub"}, {"__mul", "mul"},           {"__div", "div"},
+      {"__mod", "remainder"}, {"__pow", "pow"}, {"__idiv", "floor_divide"}, {"__unm", "neg"}};
   for (const auto& [metamethod, method] : arithmetic) {
     lua_getfield(L, methods, method);
     lua_setfield(L, -2, metamethod);

@@ -24,7 +24,9 @@ const Tensor& check_tensor(lua_State* L, int arg, const char* function) {
   return *tensor;
 }
 
-bool is_number(lua_State* L, int arg) { return lua_type(L, arg) == LUA_TNUMBER; }
+bool is_number(lua_State* L, int arg) {
+  return lua_type(L, arg) == LUA_TNUMBER;
+}
 
 ops::Scalar check_scalar(lua_State* L, int arg, const char* function) {
   if (lua_isinteger(L, arg)) return ops::Scalar::from_integer(lua_tointeger(L, arg));
@@ -79,16 +81,15 @@ bool is_options_table(lua_State* L, int arg) {
   return true;
 }
 
-Shape check_sizes(lua_State* L, int first, int last, const char* function,
-                  bool allow_inferred) {
+Shape check_sizes(lua_State* L, int first, int last, const char* function, bool allow_inferred) {
   Shape shape;
   if (first == last && lua_type(L, first) == LUA_TTABLE) {
     const int64_t count = static_cast<int64_t>(lua_rawlen(L, first));
     if (count > kMaxDims) fail("{}: tensors have at most {} dimensions", function, kMaxDims);
     for (int64_t i = 1; i <= count; i++) {
       lua_rawgeti(L, first, i);
-      const bool integral = is_number(L, -1) && std::floor(lua_tonumber(L, -1)) ==
-                                                     lua_tonumber(L, -1);
+      const bool integral =
+          is_number(L, -1) && std::floor(lua_tonumber(L, -1)) == lua_tonumber(L, -1);
       const double value = integral ? lua_tonumber(L, -1) : 0;
       lua_pop(L, 1);
       if (!integral) argument_error(first, function, "sizes must be integers");
@@ -142,11 +143,21 @@ void push_element(lua_State* L, const Array& a, const int64_t* index) {
   int64_t offset = 0;
   for (int d = 0; d < a.rank(); d++) offset += index[d] * a.strides[d];
   switch (a.dtype) {
-    case DType::boolean: lua_pushboolean(L, a.data<bool>()[offset]); break;
-    case DType::i32: lua_pushinteger(L, a.data<int32_t>()[offset]); break;
-    case DType::i64: lua_pushinteger(L, a.data<int64_t>()[offset]); break;
-    case DType::f32: lua_pushnumber(L, a.data<float>()[offset]); break;
-    case DType::f64: lua_pushnumber(L, a.data<double>()[offset]); break;
+    case DType::boolean:
+      lua_pushboolean(L, a.data<bool>()[offset]);
+      break;
+    case DType::i32:
+      lua_pushinteger(L, a.data<int32_t>()[offset]);
+      break;
+    case DType::i64:
+      lua_pushinteger(L, a.data<int64_t>()[offset]);
+      break;
+    case DType::f32:
+      lua_pushnumber(L, a.data<float>()[offset]);
+      break;
+    case DType::f64:
+      lua_pushnumber(L, a.data<double>()[offset]);
+      break;
   }
 }
 

@@ -183,8 +183,8 @@ class TableReader {
       if (dim + 1 < shape_.rank()) {
         if (type != LUA_TTABLE) {
           lua_pop(L_, 1);
-          fail("{}: ragged nested tables (a {} where a table was expected at depth {})",
-               function_, lua_typename(L_, type), dim + 2);
+          fail("{}: ragged nested tables (a {} where a table was expected at depth {})", function_,
+               lua_typename(L_, type), dim + 2);
         }
         collect(lua_gettop(L_), dim + 1);
       } else {
@@ -223,8 +223,7 @@ class TableReader {
 };
 
 int new_tensor(lua_State* L) {
-  const std::optional<DType> dtype =
-      lua_gettop(L) >= 2 ? options_dtype(L, 2, "new") : std::nullopt;
+  const std::optional<DType> dtype = lua_gettop(L) >= 2 ? options_dtype(L, 2, "new") : std::nullopt;
   if (to_tensor(L, 1)) {
     const Tensor& input = check_tensor(L, 1, "new");
     const Tensor copy = lazylua::clone(input);
@@ -256,8 +255,8 @@ int where(lua_State* L) {
     const ops::Scalar x = check_scalar(L, 2, "where"), y = check_scalar(L, 3, "where");
     const DType type = x.is_integer && y.is_integer ? DType::i64 : kDefaultFloat;
     Context* context = tensor_context(L);
-    return push(L, lazylua::where(cond, scalar_tensor(context, x, type),
-                                  scalar_tensor(context, y, type)));
+    return push(
+        L, lazylua::where(cond, scalar_tensor(context, x, type), scalar_tensor(context, y, type)));
   }
   const DType other = a ? check_tensor(L, 2, "where")->dtype : check_tensor(L, 3, "where")->dtype;
   return push(L, lazylua::where(cond, tensor_or_scalar(L, 2, "where", other),

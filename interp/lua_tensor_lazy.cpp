@@ -20,7 +20,8 @@ std::vector<Tensor> tensor_arguments(lua_State* L, int first, const char* functi
     }
     return tensors;
   }
-  for (int arg = first; arg <= lua_gettop(L); arg++) tensors.push_back(check_tensor(L, arg, function));
+  for (int arg = first; arg <= lua_gettop(L); arg++)
+    tensors.push_back(check_tensor(L, arg, function));
   return tensors;
 }
 

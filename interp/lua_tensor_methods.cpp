@@ -12,15 +12,12 @@ const Tensor& self_tensor(lua_State* L, const char* function) {
   return check_tensor(L, 1, function);
 }
 
-int rank_of(const Tensor& t) { return t->shape.rank(); }
+int rank_of(const Tensor& t) {
+  return t->shape.rank();
+}
 
 int push(lua_State* L, Tensor tensor) {
   push_tensor(L, std::move(tensor));
-  return 1;
-}
-
-int push(lua_State* L, Array data) {
-  push_tensor(L, std::move(data));
   return 1;
 }
 
@@ -51,10 +48,10 @@ int binary_method(lua_State* L) {
   if (left_tensor && right_tensor) {
     return push(L, lazylua::binary(op, check_tensor(L, 1, name), check_tensor(L, 2, name)));
   }
-  if (left_tensor) return push(L, lazylua::binary(op, check_tensor(L, 1, name),
-                                              check_scalar(L, 2, name)));
-  if (right_tensor) return push(L, lazylua::binary(op, check_scalar(L, 1, name),
-                                               check_tensor(L, 2, name)));
+  if (left_tensor)
+    return push(L, lazylua::binary(op, check_tensor(L, 1, name), check_scalar(L, 2, name)));
+  if (right_tensor)
+    return push(L, lazylua::binary(op, check_scalar(L, 1, name), check_tensor(L, 2, name)));
   type_error(L, 1, name, "tensor");
 }
 
@@ -78,12 +75,13 @@ std::optional<ops::Scalar> optional_bound(lua_State* L, int arg, const char* fun
 
 int clamp(lua_State* L) {
   const Tensor& self = self_tensor(L, "clamp");
-  return push(L, lazylua::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
+  return push(L,
+              lazylua::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
 }
 
 int clamp_inplace(lua_State* L) {
   lazylua::clamp_(self_tensor(L, "clamp_"), optional_bound(L, 2, "clamp_"),
-              optional_bound(L, 3, "clamp_"));
+                  optional_bound(L, 3, "clamp_"));
   return push_self(L);
 }
 
@@ -123,10 +121,12 @@ int max_min(lua_State* L) {
     return push(L, lazylua::binary(op, self, check_tensor(L, 2, name)));
   }
   if (lua_isnoneornil(L, 2)) {
-    return push(L, lazylua::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
+    return push(L,
+                lazylua::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
   }
   const int dim = check_dim(L, 2, rank_of(self), name);
-  auto [values, indices] = lazylua::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
+  auto [values, indices] =
+      lazylua::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
   push_tensor(L, std::move(values));
   push_tensor(L, std::move(indices));
   return 2;
@@ -220,7 +220,9 @@ int convert(lua_State* L) {
   return push(L, lazylua::cast(self_tensor(L, dtype_name(type)), type));
 }
 
-int clone(lua_State* L) { return push(L, lazylua::clone(self_tensor(L, "clone"))); }
+int clone(lua_State* L) {
+  return push(L, lazylua::clone(self_tensor(L, "clone")));
+}
 
 int contiguous_method(lua_State* L) {
   return push(L, lazylua::contiguous(self_tensor(L, "contiguous")));
@@ -295,12 +297,13 @@ int transpose(lua_State* L) {
   const Tensor& self = self_tensor(L, "transpose");
   const int rank = std::max(rank_of(self), 1);
   return push(L, lazylua::transpose(self, check_dim(L, 2, rank, "transpose"),
-                                check_dim(L, 3, rank, "transpose")));
+                                    check_dim(L, 3, rank, "transpose")));
 }
 
 int t(lua_State* L) {
   const Tensor& self = self_tensor(L, "t");
-  if (rank_of(self) > 2) fail("t: expects a tensor with at most 2 dimensions, got {}", rank_of(self));
+  if (rank_of(self) > 2)
+    fail("t: expects a tensor with at most 2 dimensions, got {}", rank_of(self));
   return push(L, rank_of(self) < 2 ? self : lazylua::transpose(self, 0, 1));
 }
 
@@ -383,9 +386,9 @@ void register_methods(lua_State* L) {
       LAZYLUA_UNARY_OPS(LAZYLUA_UNARY_ENTRY)
 #undef LAZYLUA_UNARY_ENTRY
 #define LAZYLUA_BINARY_ENTRY(name) {#name, guarded<binary_method<BinaryOp::name>>},
-      LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_ENTRY)
+          LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_ENTRY)
 #undef LAZYLUA_BINARY_ENTRY
-      {"floor_divide", guarded<binary_method<BinaryOp::floordiv>>},
+              {"floor_divide", guarded<binary_method<BinaryOp::floordiv>>},
       {"remainder", guarded<binary_method<BinaryOp::mod>>},
       {"exp_", guarded<unary_inplace<UnaryOp::exp>>},
       {"log_", guarded<unary_inplace<UnaryOp::log>>},

@@ -11,7 +11,9 @@
 
 namespace lazylua {
 
-const char* version() { return LAZYLUA_VERSION; }
+const char* version() {
+  return LAZYLUA_VERSION;
+}
 
 void open_lazylua(lua_State* L) {
   luaL_openlibs(L);

@@ -138,9 +138,17 @@ CachingAllocator& allocator() {
 
 }  // namespace
 
-void* allocate_buffer(size_t nbytes) { return allocator().allocate(nbytes); }
-void free_buffer(void* data, size_t nbytes) { allocator().free(data, nbytes); }
-AllocatorStats allocator_stats() { return allocator().stats(); }
-void release_cached_buffers() { allocator().release_cached(); }
+void* allocate_buffer(size_t nbytes) {
+  return allocator().allocate(nbytes);
+}
+void free_buffer(void* data, size_t nbytes) {
+  allocator().free(data, nbytes);
+}
+AllocatorStats allocator_stats() {
+  return allocator().stats();
+}
+void release_cached_buffers() {
+  allocator().release_cached();
+}
 
 }  // namespace lazylua

@@ -17,10 +17,10 @@ void* allocate_buffer(size_t nbytes);
 void free_buffer(void* data, size_t nbytes);
 
 struct AllocatorStats {
-  int64_t allocations = 0;      // calls to allocate_buffer
-  int64_t cache_hits = 0;       // of those, served from the cache
-  int64_t bytes_in_use = 0;     // handed out and not yet freed
-  int64_t bytes_cached = 0;     // freed and kept for reuse
+  int64_t allocations = 0;   // calls to allocate_buffer
+  int64_t cache_hits = 0;    // of those, served from the cache
+  int64_t bytes_in_use = 0;  // handed out and not yet freed
+  int64_t bytes_cached = 0;  // freed and kept for reuse
 };
 AllocatorStats allocator_stats();
 

@@ -25,9 +25,15 @@ namespace {
 thread_local bool meta_scope_active = false;
 }  // namespace
 
-MetaScope::MetaScope() : previous_(meta_scope_active) { meta_scope_active = true; }
-MetaScope::~MetaScope() { meta_scope_active = previous_; }
-bool in_meta_scope() { return meta_scope_active; }
+MetaScope::MetaScope() : previous_(meta_scope_active) {
+  meta_scope_active = true;
+}
+MetaScope::~MetaScope() {
+  meta_scope_active = previous_;
+}
+bool in_meta_scope() {
+  return meta_scope_active;
+}
 
 Array Array::empty(const Shape& shape, DType dtype, const char* op) {
   const int64_t count = checked_numel(shape, op);

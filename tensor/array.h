@@ -50,9 +50,7 @@ struct Array {
   // Row-major contiguous (strides of size-1 dims are ignored).
   bool is_contiguous() const;
 
-  void* raw_data() const {
-    return static_cast<char*>(buffer->data()) + offset * dtype_size(dtype);
-  }
+  void* raw_data() const { return static_cast<char*>(buffer->data()) + offset * dtype_size(dtype); }
   template <typename T>
   T* data() const {
     return static_cast<T*>(buffer->data()) + offset;

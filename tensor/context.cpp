@@ -67,13 +67,16 @@ std::vector<TensorImpl*> Context::pending_tensors() const {
 
 namespace {
 
-bool acts_as_leaf(const Node* node) { return node->is_leaf() || node->result.defined(); }
+bool acts_as_leaf(const Node* node) {
+  return node->is_leaf() || node->result.defined();
+}
 
 // The hash a leaf contributes to the key: what kind of input it is, its
 // dtype and shape, never its data or a scalar's value.
 uint64_t leaf_hash(const Node* node) {
   if (node->op == Op::constant || node->op == Op::scalar) return node->local_hash;
-  uint64_t hash = hash_mix(static_cast<uint64_t>(Op::parameter), static_cast<uint64_t>(node->dtype));
+  uint64_t hash =
+      hash_mix(static_cast<uint64_t>(Op::parameter), static_cast<uint64_t>(node->dtype));
   for (int64_t extent : node->shape) hash = hash_mix(hash, static_cast<uint64_t>(extent));
   return hash;
 }
@@ -146,7 +149,9 @@ void Context::sync(const std::vector<TensorImpl*>& tensors, SyncCause cause) {
   run(std::move(roots), cause, false);
 }
 
-void Context::mark_step() { run(pending_tensors(), SyncCause::barrier, true); }
+void Context::mark_step() {
+  run(pending_tensors(), SyncCause::barrier, true);
+}
 
 // At a barrier the outputs are the pending values of live tensors, but a
 // tensor the script can no longer reach stays "live" until Lua's collector
@@ -247,8 +252,8 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     root->data = value;
     root->set_pending(NodeRef{});
   }
-  metrics.sync_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                              .count();
+  metrics.sync_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace lazylua

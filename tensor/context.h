@@ -50,7 +50,9 @@ struct Graph {
   std::vector<int> outputs;          // positions whose values the sync returns
   uint64_t key = 0;                  // canonical hash: the compile-cache key
 
-  bool is_leaf(int position) const { return input_offsets[position] == input_offsets[position + 1]; }
+  bool is_leaf(int position) const {
+    return input_offsets[position] == input_offsets[position + 1];
+  }
 };
 
 // Runs an extracted graph. The reference executor (reference_executor.cpp)
@@ -67,7 +69,8 @@ std::unique_ptr<Executor> make_reference_executor();
 // An Error raised while computing a graph; `node` is its position.
 class ExecutionError : public Error {
  public:
-  ExecutionError(const std::string& message, int node) : Error(message), node(node) {}
+  ExecutionError(const std::string& message, int failed_node)
+      : Error(message), node(failed_node) {}
   int node;
 };
 
@@ -77,8 +80,8 @@ struct Metrics {
   int64_t syncs_by_cause[kSyncCauseCount] = {};
   int64_t graphs_executed = 0;
   int64_t nodes_executed = 0;
-  int64_t key_hits = 0;    // a graph whose key had been executed before
-  int64_t key_misses = 0;  // a new key
+  int64_t key_hits = 0;             // a graph whose key had been executed before
+  int64_t key_misses = 0;           // a new key
   int64_t barrier_collections = 0;  // garbage collections run at a barrier
   double execute_seconds = 0;
   double sync_seconds = 0;  // whole syncs: extraction, key, execution, binding

@@ -15,17 +15,26 @@ constexpr DType kDefaultFloat = DType::f32;
 
 constexpr int dtype_size(DType t) {
   switch (t) {
-    case DType::boolean: return 1;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::f32: return 4;
-    case DType::f64: return 8;
+    case DType::boolean:
+      return 1;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
   }
   return 0;
 }
 
-constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64; }
-constexpr bool is_integral(DType t) { return t == DType::i32 || t == DType::i64; }
+constexpr bool is_floating(DType t) {
+  return t == DType::f32 || t == DType::f64;
+}
+constexpr bool is_integral(DType t) {
+  return t == DType::i32 || t == DType::i64;
+}
 
 // "f32", "f64", "i32", "i64", "bool": the names of DESIGN.md §10.
 const char* dtype_name(DType t);
@@ -35,7 +44,9 @@ DType parse_dtype(std::string_view name);
 
 // The dtype two tensors of types a and b compute in (PyTorch's result_type
 // for tensors of equal rank).
-constexpr DType promote(DType a, DType b) { return a < b ? b : a; }
+constexpr DType promote(DType a, DType b) {
+  return a < b ? b : a;
+}
 
 // A Lua number taking part in an op is "weak", as a Python scalar is in
 // PyTorch: it never widens a tensor of the same kind. An integer scalar keeps
@@ -50,21 +61,41 @@ constexpr DType promote_with_scalar(DType tensor_type, bool scalar_is_integer) {
 template <typename F>
 decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::boolean: return f(bool{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::f32: return f(float{});
-    case DType::f64: break;
+    case DType::boolean:
+      return f(bool{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      break;
   }
   return f(double{});
 }
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::boolean;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
 
 }  // namespace lazylua

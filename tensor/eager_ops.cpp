@@ -20,20 +20,28 @@ Array scalar_array(Scalar value, DType dtype) {
   return array;
 }
 
-bool is_arithmetic(BinaryOp op) { return !binary_is_comparison(op); }
+bool is_arithmetic(BinaryOp op) {
+  return !binary_is_comparison(op);
+}
 
-DType compute_dtype(BinaryOp op, DType promoted) { return binary_compute_dtype(op, promoted); }
+DType compute_dtype(BinaryOp op, DType promoted) {
+  return binary_compute_dtype(op, promoted);
+}
 
 // The op that runs for `op` in the compute dtype (bool arithmetic is logic).
 BinaryOp effective_op(BinaryOp op, DType compute) {
   if (compute != DType::boolean) return op;
   switch (op) {
     case BinaryOp::add:
-    case BinaryOp::maximum: return BinaryOp::logical_or;
+    case BinaryOp::maximum:
+      return BinaryOp::logical_or;
     case BinaryOp::mul:
-    case BinaryOp::minimum: return BinaryOp::logical_and;
-    case BinaryOp::sub: fail("sub: subtracting bool tensors is not supported; use logical_xor");
-    default: return op;
+    case BinaryOp::minimum:
+      return BinaryOp::logical_and;
+    case BinaryOp::sub:
+      fail("sub: subtracting bool tensors is not supported; use logical_xor");
+    default:
+      return op;
   }
 }
 
@@ -76,9 +84,10 @@ void check_broadcasts_to(const Shape& source, const Shape& target, const char* o
 void check_writable(const Array& self, const char* op) {
   for (int i = 0; i < self.rank(); i++) {
     if (self.strides[i] == 0 && self.shape[i] > 1) {
-      fail("{}: cannot write into an expanded tensor (several of its elements share memory); "
-           "clone it first",
-           op);
+      fail(
+          "{}: cannot write into an expanded tensor (several of its elements share memory); "
+          "clone it first",
+          op);
     }
   }
 }
@@ -217,8 +226,8 @@ Array binary(BinaryOp op, Scalar a, const Array& b) {
 }
 
 Array where(const Array& cond, const Array& a, const Array& b) {
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape,
-                                       "where");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where");
   const DType type = promote(a.dtype, b.dtype);
   Array out = Array::empty(shape, type, "where");
   if (!in_meta_scope()) where_kernel(cast(cond, DType::boolean), cast(a, type), cast(b, type), out);
@@ -232,8 +241,8 @@ namespace {
 void run_clamp(const Array& in, std::optional<Scalar> low, std::optional<Scalar> high,
                const Array& out) {
   if (in_meta_scope()) return;
-  const bool exact = is_integral(out.dtype) && (!low || low->is_integer) &&
-                     (!high || high->is_integer);
+  const bool exact =
+      is_integral(out.dtype) && (!low || low->is_integer) && (!high || high->is_integer);
   if (!exact) {
     clamp_kernel(in, low.has_value(), low ? low->value : 0, high.has_value(),
                  high ? high->value : 0, out);
@@ -266,8 +275,8 @@ void unary_(UnaryOp op, const Array& self) {
   check_writable(self, unary_op_name(op));
   const DType type = unary_dtype(op, self.dtype);
   check_can_store(type, self.dtype, unary_op_name(op));
-  if (type != self.dtype) fail("{}_: not defined for {} tensors", unary_op_name(op),
-                               dtype_name(self.dtype));
+  if (type != self.dtype)
+    fail("{}_: not defined for {} tensors", unary_op_name(op), dtype_name(self.dtype));
   if (!in_meta_scope()) unary_kernel(op, self, self);
 }
 

@@ -19,8 +19,8 @@ namespace lazylua::ops {
 
 // A Lua number taking part in an op (see promote_with_scalar in dtype.h).
 struct Scalar {
-  double value = 0;        // the number as a double
-  int64_t integer = 0;     // exact value when is_integer
+  double value = 0;     // the number as a double
+  int64_t integer = 0;  // exact value when is_integer
   bool is_integer = false;
 
   static Scalar from_double(double v) { return {v, static_cast<int64_t>(0), false}; }
@@ -80,14 +80,14 @@ Array cumsum(const Array& a, int dim);
 Array matmul(const Array& a, const Array& b);
 
 // Views: share a's buffer.
-Array view(const Array& a, const Shape& shape);  // Error if not viewable; -1 allowed
+Array view(const Array& a, const Shape& shape);     // Error if not viewable; -1 allowed
 Array reshape(const Array& a, const Shape& shape);  // a view when possible, else a copy
 Array transpose(const Array& a, int dim_a, int dim_b);
 Array permute(const Array& a, const std::vector<int>& order);
 Array narrow(const Array& a, int dim, int64_t start, int64_t length);
 Array select(const Array& a, int dim, int64_t index);
 Array squeeze(const Array& a, std::optional<int> dim);
-Array unsqueeze(const Array& a, int dim);  // dim in [0, rank]
+Array unsqueeze(const Array& a, int dim);          // dim in [0, rank]
 Array expand(const Array& a, const Shape& shape);  // -1 keeps an extent
 Array flatten(const Array& a, int start_dim, int end_dim);
 

@@ -10,7 +10,9 @@
 namespace lazylua::ops {
 namespace {
 
-DType sum_dtype(DType input) { return is_floating(input) ? input : DType::i64; }
+DType sum_dtype(DType input) {
+  return is_floating(input) ? input : DType::i64;
+}
 
 Shape reduced_shape(const Shape& shape, std::optional<int> dim, bool keepdim) {
   if (!dim) return keepdim ? Shape::filled(shape.rank(), 1) : Shape{};
@@ -24,8 +26,8 @@ Shape reduced_shape(const Shape& shape, std::optional<int> dim, bool keepdim) {
 }
 
 void check_dim(int dim, int rank, const char* op) {
-  if (dim < 0 || dim >= rank) fail("{}: dimension {} out of range for a {}-d tensor", op, dim + 1,
-                                   rank);
+  if (dim < 0 || dim >= rank)
+    fail("{}: dimension {} out of range for a {}-d tensor", op, dim + 1, rank);
 }
 
 void check_index_dtype(const Array& index, const char* op) {
@@ -80,15 +82,20 @@ Array reduce(ReduceOp op, const Array& a, std::optional<int> dim, bool keepdim) 
   DType out_type = a.dtype;
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::prod: out_type = sum_dtype(a.dtype); break;
+    case ReduceOp::prod:
+      out_type = sum_dtype(a.dtype);
+      break;
     case ReduceOp::mean:
       out_type = is_floating(a.dtype) ? a.dtype : kDefaultFloat;
       input = cast(a, out_type);
       break;
     case ReduceOp::any:
-    case ReduceOp::all: out_type = DType::boolean; break;
+    case ReduceOp::all:
+      out_type = DType::boolean;
+      break;
     case ReduceOp::max:
-    case ReduceOp::min: break;
+    case ReduceOp::min:
+      break;
   }
   Array out = Array::empty(reduced_shape(a.shape, dim, keepdim), out_type, name);
   if (!in_meta_scope()) reduce_kernel(op, input, dim.value_or(-1), out);
@@ -149,8 +156,8 @@ Array matmul(const Array& a, const Array& b) {
   Array left = a.rank() == 1 ? a.view_as(Shape{1, a.shape[0]},
                                          Strides{a.shape[0] * a.strides[0], a.strides[0]}, a.offset)
                              : a;
-  Array right = b.rank() == 1 ? b.view_as(Shape{b.shape[0], 1}, Strides{b.strides[0], 1}, b.offset)
-                              : b;
+  Array right =
+      b.rank() == 1 ? b.view_as(Shape{b.shape[0], 1}, Strides{b.strides[0], 1}, b.offset) : b;
   const int64_t rows = left.shape[left.rank() - 2], inner = left.shape[left.rank() - 1];
   const int64_t right_inner = right.shape[right.rank() - 2], cols = right.shape[right.rank() - 1];
   if (inner != right_inner) {
@@ -186,9 +193,10 @@ Array view(const Array& a, const Shape& shape) {
   const Shape target = infer_shape(shape, a.numel(), "view");
   Array result = a.try_reshape_view(target);
   if (!result.defined()) {
-    fail("view: the strides of a tensor of shape {} do not allow a view of shape {}; use "
-         "reshape (which copies)",
-         shape_string(a.shape), shape_string(target));
+    fail(
+        "view: the strides of a tensor of shape {} do not allow a view of shape {}; use "
+        "reshape (which copies)",
+        shape_string(a.shape), shape_string(target));
   }
   return result;
 }
@@ -365,12 +373,12 @@ Array gather(const Array& a, int dim, const Array& index) {
 Array index_select(const Array& a, int dim, const Array& index) {
   check_dim(dim, a.rank(), "index_select");
   check_index_dtype(index, "index_select");
-  if (index.rank() > 1) fail("index_select: index must be 1-d, got shape {}",
-                             shape_string(index.shape));
+  if (index.rank() > 1)
+    fail("index_select: index must be 1-d, got shape {}", shape_string(index.shape));
   Shape shape = a.shape;
   shape[dim] = index.numel();
-  const Array flat_index = index.rank() == 0 ? index.view_as(Shape{1}, Strides{1}, index.offset)
-                                             : index;
+  const Array flat_index =
+      index.rank() == 0 ? index.view_as(Shape{1}, Strides{1}, index.offset) : index;
   Array out = Array::empty(shape, a.dtype, "index_select");
   if (!in_meta_scope()) index_select_kernel(a, dim, flat_index, out);
   return out;

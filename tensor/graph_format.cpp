@@ -29,11 +29,16 @@ std::string attr_string(const Node& node) {
     case Op::cumsum:
     case Op::cat:
     case Op::gather:
-    case Op::index_select: return fmt::format("dim={}", a[0]);
-    case Op::slice: return fmt::format("dim={}, start={}, length={}", a[0], a[1], a[2]);
-    case Op::select: return fmt::format("dim={}, index={}", a[0], a[1]);
-    case Op::slice_update: return fmt::format("dim={}, start={}", a[0], a[1]);
-    case Op::select_update: return fmt::format("dim={}, index={}", a[0], a[1]);
+    case Op::index_select:
+      return fmt::format("dim={}", a[0]);
+    case Op::slice:
+      return fmt::format("dim={}, start={}, length={}", a[0], a[1], a[2]);
+    case Op::select:
+      return fmt::format("dim={}, index={}", a[0], a[1]);
+    case Op::slice_update:
+      return fmt::format("dim={}, start={}", a[0], a[1]);
+    case Op::select_update:
+      return fmt::format("dim={}, index={}", a[0], a[1]);
     case Op::permute: {
       std::string text = "order=[";
       const int rank = node.inputs.empty() ? 0 : node.inputs[0]->shape.rank();
@@ -42,14 +47,16 @@ std::string attr_string(const Node& node) {
     }
     case Op::clamp:
       return fmt::format("{}{}", node.sub_op & 1 ? "low" : "", node.sub_op & 2 ? " high" : "");
-    default: return "";
+    default:
+      return "";
   }
 }
 
 std::string leaf_string(const Graph& graph, int position, int parameter_number) {
   const Node& node = *graph.nodes[position];
   if (node.op == Op::constant) return fmt::format("constant({})", node.scalar.value);
-  if (node.op == Op::scalar) return fmt::format("scalar({}: {})", parameter_number, node.scalar.value);
+  if (node.op == Op::scalar)
+    return fmt::format("scalar({}: {})", parameter_number, node.scalar.value);
   return fmt::format("parameter({})", parameter_number);
 }
 

@@ -9,7 +9,9 @@
 namespace lazylua {
 namespace {
 
-uint64_t mix(uint64_t hash, uint64_t word) { return hash_mix(hash, word); }
+uint64_t mix(uint64_t hash, uint64_t word) {
+  return hash_mix(hash, word);
+}
 
 }  // namespace
 
@@ -37,14 +39,19 @@ int attr_count(Op op, int input_rank) {
     case Op::softmax:
     case Op::select:
     case Op::slice_update:
-    case Op::select_update: return 2;
-    case Op::slice: return 3;
+    case Op::select_update:
+      return 2;
+    case Op::slice:
+      return 3;
     case Op::cumsum:
     case Op::cat:
     case Op::gather:
-    case Op::index_select: return 1;
-    case Op::permute: return input_rank;
-    default: return 0;
+    case Op::index_select:
+      return 1;
+    case Op::permute:
+      return input_rank;
+    default:
+      return 0;
   }
 }
 
@@ -100,12 +107,18 @@ Node::~Node() {
 
 const char* Node::name() const {
   switch (op) {
-    case Op::unary: return unary_op_name(static_cast<UnaryOp>(sub_op));
-    case Op::binary: return binary_op_name(static_cast<BinaryOp>(sub_op));
-    case Op::reduce: return reduce_op_name(static_cast<ReduceOp>(sub_op));
-    case Op::arg_reduce: return sub_op ? "argmax" : "argmin";
-    case Op::softmax: return attrs[1] ? "log_softmax" : "softmax";
-    default: return op_name(op);
+    case Op::unary:
+      return unary_op_name(static_cast<UnaryOp>(sub_op));
+    case Op::binary:
+      return binary_op_name(static_cast<BinaryOp>(sub_op));
+    case Op::reduce:
+      return reduce_op_name(static_cast<ReduceOp>(sub_op));
+    case Op::arg_reduce:
+      return sub_op ? "argmax" : "argmin";
+    case Op::softmax:
+      return attrs[1] ? "log_softmax" : "softmax";
+    default:
+      return op_name(op);
   }
 }
 
@@ -165,13 +178,19 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
     return dim < 0 ? std::nullopt : std::optional<int>(static_cast<int>(dim));
   };
   switch (node.op) {
-    case Op::parameter: return node.data;
+    case Op::parameter:
+      return node.data;
     case Op::scalar:
-    case Op::constant: return ops::full(Shape{}, node.scalar, node.dtype);
-    case Op::unary: return ops::unary(static_cast<UnaryOp>(node.sub_op), in[0]);
-    case Op::binary: return ops::binary(static_cast<BinaryOp>(node.sub_op), in[0], in[1]);
-    case Op::where: return ops::where(in[0], in[1], in[2]);
-    case Op::cast: return ops::cast(in[0], node.dtype);
+    case Op::constant:
+      return ops::full(Shape{}, node.scalar, node.dtype);
+    case Op::unary:
+      return ops::unary(static_cast<UnaryOp>(node.sub_op), in[0]);
+    case Op::binary:
+      return ops::binary(static_cast<BinaryOp>(node.sub_op), in[0], in[1]);
+    case Op::where:
+      return ops::where(in[0], in[1], in[2]);
+    case Op::cast:
+      return ops::cast(in[0], node.dtype);
     case Op::clamp: {
       auto bound = [&](int bit, const Array& value) -> std::optional<ops::Scalar> {
         if (!(node.sub_op & bit)) return std::nullopt;
@@ -182,32 +201,42 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
     }
     case Op::reduce:
       return ops::reduce(static_cast<ReduceOp>(node.sub_op), in[0], optional_dim(a[0]), a[1]);
-    case Op::arg_reduce: return ops::arg_max_min(node.sub_op, in[0], optional_dim(a[0]), a[1]);
-    case Op::softmax: return ops::softmax(in[0], static_cast<int>(a[0]), a[1]);
-    case Op::cumsum: return ops::cumsum(in[0], static_cast<int>(a[0]));
-    case Op::matmul: return ops::matmul(in[0], in[1]);
-    case Op::reshape: return ops::reshape(in[0], node.shape);
+    case Op::arg_reduce:
+      return ops::arg_max_min(node.sub_op, in[0], optional_dim(a[0]), a[1]);
+    case Op::softmax:
+      return ops::softmax(in[0], static_cast<int>(a[0]), a[1]);
+    case Op::cumsum:
+      return ops::cumsum(in[0], static_cast<int>(a[0]));
+    case Op::matmul:
+      return ops::matmul(in[0], in[1]);
+    case Op::reshape:
+      return ops::reshape(in[0], node.shape);
     case Op::permute: {
       std::vector<int> order(a, a + in[0].rank());
       return ops::permute(in[0], order);
     }
-    case Op::slice: return ops::narrow(in[0], static_cast<int>(a[0]), a[1], a[2]);
-    case Op::select: return ops::select(in[0], static_cast<int>(a[0]), a[1]);
-    case Op::expand: return ops::expand(in[0], node.shape);
+    case Op::slice:
+      return ops::narrow(in[0], static_cast<int>(a[0]), a[1], a[2]);
+    case Op::select:
+      return ops::select(in[0], static_cast<int>(a[0]), a[1]);
+    case Op::expand:
+      return ops::expand(in[0], node.shape);
     case Op::slice_update:
     case Op::select_update: {
       Array out = Array::empty(in[0].shape, in[0].dtype);
       copy_kernel(in[0], out);
       const int dim = static_cast<int>(a[0]);
-      const Array target = node.op == Op::slice_update
-                               ? out.narrowed(dim, a[1], in[1].shape[dim])
-                               : out.selected(dim, a[1]);
+      const Array target = node.op == Op::slice_update ? out.narrowed(dim, a[1], in[1].shape[dim])
+                                                       : out.selected(dim, a[1]);
       copy_kernel(in[1], target);
       return out;
     }
-    case Op::cat: return ops::cat(in, static_cast<int>(a[0]));
-    case Op::gather: return ops::gather(in[0], static_cast<int>(a[0]), in[1]);
-    case Op::index_select: return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
+    case Op::cat:
+      return ops::cat(in, static_cast<int>(a[0]));
+    case Op::gather:
+      return ops::gather(in[0], static_cast<int>(a[0]), in[1]);
+    case Op::index_select:
+      return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
   }
   LAZYLUA_ASSERT(false);
 }

@@ -15,7 +15,9 @@ TensorImpl::TensorImpl(Context* owner, NodeRef node)
   set_pending(std::move(node));
 }
 
-TensorImpl::~TensorImpl() { context->remove_live(this); }
+TensorImpl::~TensorImpl() {
+  context->remove_live(this);
+}
 
 void TensorImpl::set_pending(NodeRef node) {
   if (node && !pending) context->add_live(this);
@@ -23,7 +25,9 @@ void TensorImpl::set_pending(NodeRef node) {
   pending = std::move(node);
 }
 
-Tensor make_tensor(Context* context, Array data) { return Tensor(new TensorImpl(context, data)); }
+Tensor make_tensor(Context* context, Array data) {
+  return Tensor(new TensorImpl(context, data));
+}
 
 Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype) {
   if (context->eager) return make_tensor(context, ops::full(Shape{}, value, dtype));
@@ -42,7 +46,9 @@ Array layout_of(const Tensor& t) {
 
 namespace {
 
-Context* context_of(const Tensor& t) { return t->context.get(); }
+Context* context_of(const Tensor& t) {
+  return t->context.get();
+}
 
 // The data an eager op works on (syncing a lazy tensor made before a switch
 // to eager mode).
@@ -51,7 +57,9 @@ Array eager_data(const Tensor& t) {
   return observe(t, SyncCause::eager_op);
 }
 
-Tensor wrap(const Tensor& like, Array data) { return make_tensor(context_of(like), data); }
+Tensor wrap(const Tensor& like, Array data) {
+  return make_tensor(context_of(like), data);
+}
 
 Tensor record(Context* context, Op op, uint8_t sub_op, const Array& meta,
               std::vector<NodeRef> inputs, const Attrs& attrs = {}) {
@@ -64,8 +72,7 @@ Tensor record(Context* context, Op op, uint8_t sub_op, const Array& meta,
 NodeRef node_of(Context* context, Op op, uint8_t sub_op, DType dtype, const Shape& shape,
                 std::vector<NodeRef> inputs, const Attrs& attrs = {}) {
   context->metrics.ops_recorded++;
-  return make_node(op, sub_op, dtype, shape, std::move(inputs), attrs,
-                   context->current_location());
+  return make_node(op, sub_op, dtype, shape, std::move(inputs), attrs, context->current_location());
 }
 
 NodeRef apply_step(Context* context, const ViewStep& step, const NodeRef& input) {
@@ -79,20 +86,28 @@ NodeRef apply_step(Context* context, const ViewStep& step, const NodeRef& input)
     case Op::select:
       return node_of(context, Op::select, 0, input->dtype, step.shape, {input}, {a[0], a[1]});
     case Op::reshape:
-    case Op::expand: return node_of(context, step.op, 0, input->dtype, step.shape, {input});
-    default: LAZYLUA_ASSERT(false);
+    case Op::expand:
+      return node_of(context, step.op, 0, input->dtype, step.shape, {input});
+    default:
+      LAZYLUA_ASSERT(false);
   }
 }
 
 Array apply_step(const ViewStep& step, const Array& input) {
   const int64_t* a = step.attrs;
   switch (step.op) {
-    case Op::permute: return ops::permute(input, std::vector<int>(a, a + input.rank()));
-    case Op::slice: return input.narrowed(static_cast<int>(a[0]), a[1], a[2]);
-    case Op::select: return input.selected(static_cast<int>(a[0]), a[1]);
-    case Op::reshape: return ops::reshape(input, step.shape);
-    case Op::expand: return input.expanded(step.shape);
-    default: LAZYLUA_ASSERT(false);
+    case Op::permute:
+      return ops::permute(input, std::vector<int>(a, a + input.rank()));
+    case Op::slice:
+      return input.narrowed(static_cast<int>(a[0]), a[1], a[2]);
+    case Op::select:
+      return input.selected(static_cast<int>(a[0]), a[1]);
+    case Op::reshape:
+      return ops::reshape(input, step.shape);
+    case Op::expand:
+      return input.expanded(step.shape);
+    default:
+      LAZYLUA_ASSERT(false);
   }
 }
 
@@ -116,7 +131,8 @@ NodeRef unapply_step(Context* context, const ViewStep& step, const NodeRef& base
                      {a[0], a[1]});
     case Op::reshape:
       return node_of(context, Op::reshape, 0, base->dtype, base->shape, {update});
-    default: fail("cannot write through an expanded view (its elements share memory)");
+    default:
+      fail("cannot write through an expanded view (its elements share memory)");
   }
 }
 
@@ -245,8 +261,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     MetaScope scope;
     m = ops::binary(op, meta(a), meta(b));
   }
-  return record(context_of(a), Op::binary, static_cast<uint8_t>(op), m,
-                {value_of(a), value_of(b)});
+  return record(context_of(a), Op::binary, static_cast<uint8_t>(op), m, {value_of(a), value_of(b)});
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, ops::Scalar b) {
@@ -484,9 +499,10 @@ Tensor reshape_or_copy(const Tensor& a, const Shape& target, bool must_be_view) 
   const Array viewed = meta(a).try_reshape_view(target);
   if (viewed.shape == target) return make_view(a, step_of(Op::reshape, target), viewed);
   if (must_be_view) {
-    fail("view: the strides of a tensor of shape {} do not allow a view of shape {}; use "
-         "reshape (which copies)",
-         shape_string(a->shape), shape_string(target));
+    fail(
+        "view: the strides of a tensor of shape {} do not allow a view of shape {}; use "
+        "reshape (which copies)",
+        shape_string(a->shape), shape_string(target));
   }
   Array m = meta(a);
   m.shape = target;

@@ -20,15 +20,15 @@ namespace lazylua {
 
 // One step from a base to a view of it.
 struct ViewStep {
-  Op op;              // reshape, permute, slice, select or expand
-  Shape shape;        // the view's shape after this step
+  Op op;        // reshape, permute, slice, select or expand
+  Shape shape;  // the view's shape after this step
   int64_t attrs[kMaxDims] = {};
 };
 
 class TensorImpl : public RefCounted {
  public:
-  TensorImpl(Context* context, Array data);        // a data tensor
-  TensorImpl(Context* context, NodeRef pending);   // a lazy result
+  TensorImpl(Context* context, Array data);       // a data tensor
+  TensorImpl(Context* context, NodeRef pending);  // a lazy result
   ~TensorImpl();
 
   const Ref<Context> context;

@@ -10,6 +10,14 @@ namespace lazylua {
 
 // Unary ops. Float-only ops (exp ... gelu) are only called with f32/f64;
 // the op layer promotes integer inputs first. abs/neg/sign/square keep ints.
+//   neg/abs/square wrap on integers (abs(minint) = minint), as Lua does.
+//   relu(NaN) = NaN, relu(-0) = -0; round halves go to even (torch.round).
+//   sigmoid is computed stably from exp(-|x|); gelu is the exact erf form,
+//     evaluated as 0.5 x erfc(-x/sqrt2) (no cancellation for x < 0), with
+//     the limits gelu(+inf) = inf, gelu(-inf) = -0.
+//   float32 exp, expm1, log, log1p, log2, tanh, sigmoid, gelu use inline
+//     vectorizable approximations (max relative errors 1.2e-7..4.8e-7,
+//     listed in elementwise_math.h); float64 uses std::.
 #define LAZYLUA_UNARY_OPS(X) \
   X(neg)                     \
   X(abs)                     \
@@ -49,10 +57,17 @@ bool unary_needs_float(UnaryOp op);
 // Binary ops. Comparisons and logical ops produce bool.
 //   div: true division (floats only; the op layer promotes ints).
 //   floordiv: floor(a / b); for ints rounds toward -inf like Lua's //, and
-//     x // 0 raises Error for integers (Lua: "attempt to perform 'n//0'").
+//     x // 0 raises Error for integers with Lua 5.4's message "attempt to
+//     divide by zero"; minint // -1 wraps to minint.
 //   mod: a - floor(a / b) * b, the sign of b, like Lua's % and PyTorch's
-//     remainder; integer x % 0 raises Error.
-//   pow: ints use exact integer powers (a negative exponent raises Error
+//     remainder; integer x % 0 raises Error ("attempt to perform 'n%0'");
+//     minint % -1 = 0. Floats use Lua 5.4's fmod-based rule: 5.5 % -2 =
+//     -0.5, -5 % inf = inf, -5 % -inf = -5.
+//   add/sub/mul wrap on integers, as Lua does.
+//   Errors are raised before anything is written (an in-place op that
+//   fails leaves its target untouched).
+//   pow: ints use exact integer powers, wrapping (a negative exponent
+//     raises Error "Integers to negative integer powers are not allowed."
 //     unless the base is 1 or -1); floats use std::pow.
 //   maximum/minimum: elementwise; NaN propagates for floats.
 #define LAZYLUA_BINARY_OPS(X) \
@@ -93,6 +108,9 @@ void unary_kernel(UnaryOp op, const Array& in, const Array& out);
 // that broadcast to out.shape (the kernel expands them with 0 strides).
 // out's dtype is the compute dtype, or bool for comparisons/logical ops.
 // out may be exactly a or b (in-place), never a partial overlap.
+// Arithmetic needs i32/i64/f32/f64 (bool raises Error: the op layer
+// promotes it); comparisons and logical ops take every dtype, and any
+// nonzero byte of a bool array counts as true.
 void binary_kernel(BinaryOp op, const Array& a, const Array& b, const Array& out);
 
 // out = cond ? a : b, with cond bool; a, b and out share a dtype; all three
@@ -100,23 +118,32 @@ void binary_kernel(BinaryOp op, const Array& a, const Array& b, const Array& out
 void where_kernel(const Array& cond, const Array& a, const Array& b, const Array& out);
 
 // out = clamp(in, lo, hi) with optional bounds (NaN bounds are "absent").
-// Same dtype in and out; bounds are converted to it.
+// Same dtype in and out; bounds are converted to it: for floats by
+// rounding (beyond the range: +-inf), for ints to ceil(lo) and floor(hi)
+// (the integers within [lo, hi]), saturated to the type's range. NaN input
+// stays NaN; with lo > hi every element becomes hi (as PyTorch).
 void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, double high,
                   const Array& out);
 
 // dst = convert(src) elementwise, any dtypes, src broadcast to dst.shape.
 // Float -> int truncates toward zero (NaN and out-of-range values become 0
-// rather than undefined behaviour); anything -> bool is `!= 0`.
+// rather than undefined behaviour); anything -> bool is `!= 0` (NaN is
+// true); bool -> number is 0/1; int -> narrower int wraps; f64 -> f32
+// rounds (beyond f32's range: +-inf). src and dst may have any strides.
 void copy_kernel(const Array& src, const Array& dst);
 
-// Every element of dst (any strides) set to value converted to dst's dtype.
+// Every element of dst (any strides) set to value converted to dst's dtype
+// (by copy_kernel's rules).
 void fill_kernel(const Array& dst, double value);
 void fill_kernel_int(const Array& dst, int64_t value);  // exact for i64
 
-// dst[i] = start + i * step for a contiguous 1-D dst.
+// dst[i] = start + i * step for a contiguous 1-D dst. Integer dtypes with
+// integral start and step are computed exactly in int64; otherwise in
+// double, then converted by copy_kernel's rules.
 void arange_kernel(const Array& dst, double start, double step);
 
-// True if any element is nonzero / all elements are nonzero.
+// True if any element is nonzero / all elements are nonzero (any dtype, any
+// strides; NaN is nonzero, -0.0 is zero; an empty array has none / all).
 bool any_nonzero(const Array& a);
 bool all_nonzero(const Array& a);
 

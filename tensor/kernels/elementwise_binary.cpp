@@ -15,6 +15,7 @@
 
 #include "elementwise.h"
 #include "elementwise_loops.h"
+#include "elementwise_math.h"
 
 namespace lazylua {
 namespace elementwise {
@@ -99,9 +100,9 @@ struct floordiv {
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
     if constexpr (is_float<T>) {
-      return std::floor(a / b);
+      return floor_by_nearbyint(a / b);
     } else if constexpr (sizeof(T) == 4) {
-      const double q = std::floor(static_cast<double>(a) / static_cast<double>(b));
+      const double q = floor_by_nearbyint(static_cast<double>(a) / static_cast<double>(b));
       return static_cast<T>(q >= 2147483648.0 ? -2147483648.0 : q);  // minint // -1 wraps
     } else {
       if (b == -1) return static_cast<T>(Unsigned<T>{0} - static_cast<Unsigned<T>>(a));
@@ -128,7 +129,7 @@ struct mod {
       return m;
     } else if constexpr (sizeof(T) == 4) {
       const double da = static_cast<double>(a), db = static_cast<double>(b);
-      const double q = std::floor(da / db);
+      const double q = floor_by_nearbyint(da / db);
       return static_cast<T>(da - q * db);  // exact: |q b| < 2^32, |result| < |b|
     } else {
       if (b == -1) return 0;  // minint % -1 would trap

@@ -89,21 +89,14 @@ struct relu : Cheap {
     return x < T{0} ? T{0} : x;
   }
 };
-// Rounding ops are the identity on integers. For floats, GCC vectorizes
-// std::nearbyint but not std::floor/ceil/trunc (without -fno-trapping-math),
-// so those three are derived from r = nearbyint(x) by a one-step correction,
-// with selects between constants only (which GCC if-converts). They are
-// exact: r - 1 is representable whenever r != x.
+// Rounding ops are the identity on integers. For floats they are built on
+// floor_by_nearbyint (elementwise_math.h), since GCC does not vectorize
+// std::floor, std::ceil or std::trunc.
 struct floor : Cheap {
   static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
-    if constexpr (std::is_integral_v<T>) {
-      return x;
-    } else {
-      const T r = std::nearbyint(x);
-      return r - (r > x ? T{1} : T{0});  // -0 - 0 stays -0; NaN stays NaN
-    }
+    if constexpr (std::is_integral_v<T>) return x; else return floor_by_nearbyint(x);
   }
 };
 struct ceil : Cheap {
@@ -133,9 +126,7 @@ struct trunc : Cheap {
     if constexpr (std::is_integral_v<T>) {
       return x;
     } else {  // floor(|x|) with x's sign
-      const T magnitude = std::fabs(x);
-      const T r = std::nearbyint(magnitude);
-      return std::copysign(r - (r > magnitude ? T{1} : T{0}), x);
+      return std::copysign(floor_by_nearbyint(std::fabs(x)), x);
     }
   }
 };
