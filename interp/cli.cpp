@@ -66,9 +66,9 @@ int add_traceback(lua_State* L) {
 
 enum OptionFlags {
   kBadOption = 1,
-  kInteractive = 2,  // -i
-  kShowVersion = 4,  // -v (and -i)
-  kExecute = 8,      // -e
+  kInteractive = 2,     // -i
+  kShowVersion = 4,     // -v (and -i)
+  kExecute = 8,         // -e
   kNoEnvironment = 16,  // -E
 };
 
@@ -239,8 +239,8 @@ bool run_options(lua_State* L, char** argv, int option_limit) {
     if (option == 'e' || option == 'l') {
       const char* argument = argv[i] + 2;
       if (*argument == '\0') argument = argv[++i];
-      int status = option == 'e' ? run_string(L, argument, "=(command line)")
-                                 : require_library(L, argument);
+      int status =
+          option == 'e' ? run_string(L, argument, "=(command line)") : require_library(L, argument);
       if (status != LUA_OK) return false;
     } else if (option == 'W') {
       lua_warning(L, "@on", 0);

@@ -1,4 +1,6 @@
 // main.cpp - entry point of the `lazylua` program.
 #include "interp/cli.h"
 
-int main(int argc, char** argv) { return lazylua::run_cli(argc, argv); }
+int main(int argc, char** argv) {
+  return lazylua::run_cli(argc, argv);
+}

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include <lua.hpp>
 #include <readline/history.h>
 #include <readline/readline.h>
+#include <lua.hpp>
 
 #include "interp/cli.h"
 #include "interp/runtime.h"
@@ -80,6 +80,7 @@ LineResult read_plain_line(const char* prompt, char** line) {
 
 volatile sig_atomic_t prompt_interrupted = 0;
 volatile sig_atomic_t window_resized = 0;
+volatile sig_atomic_t suspend_requested = 0;
 int wakeup_pipe[2] = {-1, -1};
 
 void wake_reader() {
@@ -99,6 +100,23 @@ void on_interrupt_at_prompt(int) {
 void on_window_resized(int) {
   window_resized = 1;
   wake_reader();
+}
+
+void on_suspend_at_prompt(int) {
+  suspend_requested = 1;
+  wake_reader();
+}
+
+// Ctrl-Z at the prompt: give the terminal back in its normal mode, stop,
+// and when continued (fg) take it again and redraw the line.
+void suspend_at_prompt() {
+  rl_cleanup_after_signal();
+  signal(SIGTSTP, SIG_DFL);
+  raise(SIGTSTP);
+  signal(SIGTSTP, on_suspend_at_prompt);
+  rl_reset_after_signal();
+  rl_resize_terminal();
+  rl_forced_update_display();
 }
 
 void drain_wakeup_pipe() {
@@ -141,6 +159,13 @@ LineResult read_edited_line(const char* prompt, char** line) {
   prompt_interrupted = 0;
   line_finished = false;
   accepted_line = nullptr;
+  suspend_requested = 0;
+  // Only while reading: Ctrl-Z during a chunk stops the program at once.
+  // A shell without job control ignores SIGTSTP for us: then so do we.
+  struct sigaction previous_suspend;
+  sigaction(SIGTSTP, nullptr, &previous_suspend);
+  bool may_suspend = previous_suspend.sa_handler != SIG_IGN;
+  if (may_suspend) signal(SIGTSTP, on_suspend_at_prompt);
   rl_callback_handler_install(prompt, on_line_accepted);
   LineResult result = LineResult::kLine;
   int input_fd = fileno(rl_instream);
@@ -148,6 +173,10 @@ LineResult read_edited_line(const char* prompt, char** line) {
     if (window_resized) {
       window_resized = 0;
       rl_resize_terminal();
+    }
+    if (suspend_requested) {
+      suspend_requested = 0;
+      suspend_at_prompt();
     }
     if (prompt_interrupted) {
       prompt_interrupted = 0;
@@ -168,6 +197,7 @@ LineResult read_edited_line(const char* prompt, char** line) {
     if (wakeup_pipe[0] >= 0 && FD_ISSET(wakeup_pipe[0], &readable)) drain_wakeup_pipe();
     if (FD_ISSET(input_fd, &readable)) rl_callback_read_char();
   }
+  if (may_suspend) sigaction(SIGTSTP, &previous_suspend, nullptr);
   pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
   if (result != LineResult::kLine) return result;
   if (accepted_line == nullptr) return LineResult::kEndOfInput;
@@ -198,8 +228,10 @@ void start_history() {
   if (error == ENOENT) {
     // append_history() does not create the file.
     int fd = open(history_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (fd >= 0) close(fd);
-    else history_path.clear();
+    if (fd >= 0)
+      close(fd);
+    else
+      history_path.clear();
   } else if (error != 0) {
     history_path.clear();  // unreadable (or a directory): leave it alone
   } else {
@@ -215,7 +247,8 @@ void save_history_line(const char* line) {
   if (last != nullptr && strcmp(last->line, line) == 0) return;
   add_history(line);
   using_history();
-  if (!history_path.empty()) append_history(1, history_path.c_str());  // errors: no history, no fuss
+  if (!history_path.empty())
+    append_history(1, history_path.c_str());  // errors: no history, no fuss
 }
 
 // ---------------------------------------------------------------------------
@@ -228,15 +261,17 @@ void save_history_line(const char* line) {
 lua_State* completion_state = nullptr;
 std::vector<std::string> completion_candidates;
 
-const char* const kLuaKeywords[] = {
-    "and",   "break", "do",  "else", "elseif", "end",    "false", "for",  "function", "goto", "if",
-    "in",    "local", "nil", "not",  "or",     "repeat", "return", "then", "true",     "until", "while"};
+const char* const kLuaKeywords[] = {"and",   "break", "do",       "else", "elseif", "end",
+                                    "false", "for",   "function", "goto", "if",     "in",
+                                    "local", "nil",   "not",      "or",   "repeat", "return",
+                                    "then",  "true",  "until",    "while"};
 
 bool is_identifier(const char* text, size_t length) {
   if (length == 0 || (text[0] >= '0' && text[0] <= '9')) return false;
   for (size_t i = 0; i < length; i++) {
     char c = text[i];
-    bool ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    bool ok =
+        c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
     if (!ok) return false;
   }
   for (const char* keyword : kLuaKeywords)
@@ -300,8 +335,9 @@ void add_matching_keys(lua_State* L, int table_index, const char* prefix, size_t
     size_t key_length = 0;
     const char* key = lua_type(L, -2) == LUA_TSTRING ? lua_tolstring(L, -2, &key_length) : nullptr;
     bool is_function = lua_type(L, -1) == LUA_TFUNCTION;
-    if (key != nullptr && key_length >= partial_length && memcmp(key, partial, partial_length) == 0 &&
-        is_identifier(key, key_length) && (is_function || !methods_only)) {
+    if (key != nullptr && key_length >= partial_length &&
+        memcmp(key, partial, partial_length) == 0 && is_identifier(key, key_length) &&
+        (is_function || !methods_only)) {
       luaL_Buffer candidate;
       luaL_buffinit(L, &candidate);
       luaL_addlstring(&candidate, prefix, prefix_length);
@@ -316,11 +352,12 @@ void add_matching_keys(lua_State* L, int table_index, const char* prefix, size_t
 
 // Adds the fields of the value at the top (if a table) and of its chain of
 // __index tables. Pops the value.
-void add_fields_of_value(lua_State* L, const char* prefix, size_t prefix_length, const char* partial,
-                         bool methods_only, int results_index) {
+void add_fields_of_value(lua_State* L, const char* prefix, size_t prefix_length,
+                         const char* partial, bool methods_only, int results_index) {
   for (int depth = 0; depth < 16; depth++) {
     if (lua_istable(L, -1))
-      add_matching_keys(L, lua_gettop(L), prefix, prefix_length, partial, methods_only, results_index);
+      add_matching_keys(L, lua_gettop(L), prefix, prefix_length, partial, methods_only,
+                        results_index);
     if (!push_index_table(L, -1)) break;
     lua_remove(L, -2);
   }
@@ -365,7 +402,8 @@ int collect_completions(lua_State* L) {
     if (!push_index_table(L, -1)) return 1;
     lua_remove(L, -2);
   }
-  add_fields_of_value(L, word, size_t(separator - word) + 1, separator + 1, is_method, results_index);
+  add_fields_of_value(L, word, size_t(separator - word) + 1, separator + 1, is_method,
+                      results_index);
   return 1;
 }
 
@@ -391,7 +429,8 @@ char** complete_word(const char* text, int /*start*/, int /*end*/) {
     lua_Unsigned count = lua_rawlen(L, -1);
     for (lua_Unsigned i = 1; i <= count; i++) {
       lua_rawgeti(L, -1, lua_Integer(i));
-      if (const char* candidate = lua_tostring(L, -1)) completion_candidates.emplace_back(candidate);
+      if (const char* candidate = lua_tostring(L, -1))
+        completion_candidates.emplace_back(candidate);
       lua_pop(L, 1);
     }
   }
@@ -450,7 +489,8 @@ const char* push_prompt(lua_State* L, bool first_line) {
 LineResult push_line(lua_State* L, bool first_line) {
   const char* prompt = push_prompt(L, first_line);
   char* line = nullptr;
-  LineResult result = line_editing ? read_edited_line(prompt, &line) : read_plain_line(prompt, &line);
+  LineResult result =
+      line_editing ? read_edited_line(prompt, &line) : read_plain_line(prompt, &line);
   lua_pop(L, 1);  // the prompt
   if (result != LineResult::kLine) return result;
   size_t length = strlen(line);
