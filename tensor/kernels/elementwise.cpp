@@ -15,7 +15,8 @@ namespace lazylua {
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
 #define LAZYLUA_NAME(name) \
-  case UnaryOp::name: return #name;
+  case UnaryOp::name:      \
+    return #name;
     LAZYLUA_UNARY_OPS(LAZYLUA_NAME)
 #undef LAZYLUA_NAME
   }
@@ -25,7 +26,8 @@ const char* unary_op_name(UnaryOp op) {
 const char* binary_op_name(BinaryOp op) {
   switch (op) {
 #define LAZYLUA_NAME(name) \
-  case BinaryOp::name: return #name;
+  case BinaryOp::name:     \
+    return #name;
     LAZYLUA_BINARY_OPS(LAZYLUA_NAME)
 #undef LAZYLUA_NAME
   }
@@ -42,8 +44,10 @@ bool binary_is_comparison(BinaryOp op) {
     case BinaryOp::ge:
     case BinaryOp::logical_and:
     case BinaryOp::logical_or:
-    case BinaryOp::logical_xor: return true;
-    default: return false;
+    case BinaryOp::logical_xor:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -317,8 +321,8 @@ void arange_loop(const Array& dst, double start, double step) {
     const uint64_t increment = static_cast<uint64_t>(static_cast<int64_t>(step));
     parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        output[i] = convert<T, int64_t>(
-            static_cast<int64_t>(first + static_cast<uint64_t>(i) * increment));
+        output[i] =
+            convert<T, int64_t>(static_cast<int64_t>(first + static_cast<uint64_t>(i) * increment));
       }
     });
   } else {
@@ -338,17 +342,19 @@ using namespace elementwise;
 void copy_kernel(const Array& src, const Array& dst) {
   if (src.dtype == dst.dtype) {
     switch (dst.dtype) {
-      case DType::boolean: return same_type_copy<uint8_t>(src, dst);
+      case DType::boolean:
+        return same_type_copy<uint8_t>(src, dst);
       case DType::i32:
-      case DType::f32: return same_type_copy<uint32_t>(src, dst);
+      case DType::f32:
+        return same_type_copy<uint32_t>(src, dst);
       case DType::i64:
-      case DType::f64: return same_type_copy<uint64_t>(src, dst);
+      case DType::f64:
+        return same_type_copy<uint64_t>(src, dst);
     }
   }
   visit_storage(dst.dtype, [&](auto to) {
-    visit_storage(src.dtype, [&](auto from) {
-      convert_loop<decltype(to), decltype(from)>(src, dst);
-    });
+    visit_storage(src.dtype,
+                  [&](auto from) { convert_loop<decltype(to), decltype(from)>(src, dst); });
   });
 }
 
@@ -371,9 +377,13 @@ void arange_kernel(const Array& dst, double start, double step) {
   visit_storage(dst.dtype, [&](auto type) { arange_loop<decltype(type)>(dst, start, step); });
 }
 
-bool any_nonzero(const Array& a) { return array_has(a, /*want_zero=*/false); }
+bool any_nonzero(const Array& a) {
+  return array_has(a, /*want_zero=*/false);
+}
 
-bool all_nonzero(const Array& a) { return !array_has(a, /*want_zero=*/true); }
+bool all_nonzero(const Array& a) {
+  return !array_has(a, /*want_zero=*/true);
+}
 
 void where_kernel(const Array& cond, const Array& a, const Array& b, const Array& out) {
   LAZYLUA_ASSERT(cond.dtype == DType::boolean);
@@ -385,8 +395,10 @@ void where_kernel(const Array& cond, const Array& a, const Array& b, const Array
       if (out.dtype == DType::boolean) convert_loop<uint8_t, uint8_t>(out, out);
       return;
     }
-    case 4: return where_loop<uint32_t>(cond, a, b, out);
-    case 8: return where_loop<uint64_t>(cond, a, b, out);
+    case 4:
+      return where_loop<uint32_t>(cond, a, b, out);
+    case 8:
+      return where_loop<uint64_t>(cond, a, b, out);
   }
   LAZYLUA_ASSERT(false);
 }

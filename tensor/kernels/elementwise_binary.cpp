@@ -84,7 +84,9 @@ struct div {
   template <typename T>
   static constexpr bool costly = false;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T a, T b) { return a / b; }
+  [[gnu::always_inline]] static T apply(T a, T b) {
+    return a / b;
+  }
 };
 
 // Integer // and % need b != 0 (checked before the loop). For int32 the
@@ -173,8 +175,10 @@ struct maximum {
   static constexpr bool costly = false;
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
-    if constexpr (is_float<T>) return (a > b) | (a != a) ? a : b;
-    else return a > b ? a : b;
+    if constexpr (is_float<T>)
+      return (a > b) | (a != a) ? a : b;
+    else
+      return a > b ? a : b;
   }
 };
 struct minimum {
@@ -184,8 +188,10 @@ struct minimum {
   static constexpr bool costly = false;
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
-    if constexpr (is_float<T>) return (a < b) | (a != a) ? a : b;
-    else return a < b ? a : b;
+    if constexpr (is_float<T>)
+      return (a < b) | (a != a) ? a : b;
+    else
+      return a < b ? a : b;
   }
 };
 struct atan2 {
@@ -194,21 +200,23 @@ struct atan2 {
   template <typename T>
   static constexpr bool costly = true;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T a, T b) { return std::atan2(a, b); }
+  [[gnu::always_inline]] static T apply(T a, T b) {
+    return std::atan2(a, b);
+  }
 };
 
 // Predicates. gt and ge are lt and le with the operands swapped. NaN
 // compares false except for ne, as in IEEE 754.
-#define LAZYLUA_PREDICATE(name, expression)               \
-  struct name {                                           \
-    static constexpr Support support = Support::all;      \
-    static constexpr bool predicate = true;               \
-    template <typename T>                                 \
-    static constexpr bool costly = false;                 \
-    template <typename T>                                 \
+#define LAZYLUA_PREDICATE(name, expression)                 \
+  struct name {                                             \
+    static constexpr Support support = Support::all;        \
+    static constexpr bool predicate = true;                 \
+    template <typename T>                                   \
+    static constexpr bool costly = false;                   \
+    template <typename T>                                   \
     [[gnu::always_inline]] static uint8_t apply(T a, T b) { \
-      return static_cast<uint8_t>(expression);            \
-    }                                                     \
+      return static_cast<uint8_t>(expression);              \
+    }                                                       \
   };
 LAZYLUA_PREDICATE(eq, a == b)
 LAZYLUA_PREDICATE(ne, a != b)
@@ -269,9 +277,7 @@ void binary_loop(const Array& a, const Array& b, const Array& out, int64_t grain
 // the others call std::pow.
 template <typename T>
 void power_by_scalar(const Array& a, T exponent, const Array& out) {
-  auto run = [&](int64_t grain, auto function) {
-    unary_loop<T, T>(a, out, grain, function);
-  };
+  auto run = [&](int64_t grain, auto function) { unary_loop<T, T>(a, out, grain, function); };
   constexpr T kInfinity = std::numeric_limits<T>::infinity();
   if (exponent == T{2}) return run(kElementwiseGrain, [](T x) { return x * x; });
   if (exponent == T{1}) return run(kElementwiseGrain, [](T x) { return x; });
@@ -335,9 +341,8 @@ void check_operands(const Array& a, const Array& b, const Array& out) {
     } else if constexpr (std::is_same_v<Op, binary_functions::mod>) {
       if (!all_nonzero(b)) fail("attempt to perform 'n%0'");
     } else if constexpr (std::is_same_v<Op, binary_functions::pow>) {
-      if (any_negative<T>(b) && any_pair<T>(a, b, out, [](T x, T y) {
-            return y < 0 && x != 1 && x != -1;
-          })) {
+      if (any_negative<T>(b) &&
+          any_pair<T>(a, b, out, [](T x, T y) { return y < 0 && x != 1 && x != -1; })) {
         fail("Integers to negative integer powers are not allowed.");
       }
     }
@@ -373,8 +378,10 @@ void dispatch_binary(BinaryOp op, const Array& a, const Array& b, const Array& o
   LAZYLUA_ASSERT(a.dtype == b.dtype);
   LAZYLUA_ASSERT(out.dtype == (Op::predicate ? DType::boolean : a.dtype));
   switch (a.dtype) {
-    case DType::f32: return run_binary<Op, float>(a, b, out);
-    case DType::f64: return run_binary<Op, double>(a, b, out);
+    case DType::f32:
+      return run_binary<Op, float>(a, b, out);
+    case DType::f64:
+      return run_binary<Op, double>(a, b, out);
     case DType::i32:
       if constexpr (Op::support != Support::floats) return run_binary<Op, int32_t>(a, b, out);
       break;
@@ -396,25 +403,44 @@ using namespace elementwise;
 void binary_kernel(BinaryOp op, const Array& a, const Array& b, const Array& out) {
   namespace functions = binary_functions;
   switch (op) {
-    case BinaryOp::add: return dispatch_binary<functions::add>(op, a, b, out);
-    case BinaryOp::sub: return dispatch_binary<functions::sub>(op, a, b, out);
-    case BinaryOp::mul: return dispatch_binary<functions::mul>(op, a, b, out);
-    case BinaryOp::div: return dispatch_binary<functions::div>(op, a, b, out);
-    case BinaryOp::floordiv: return dispatch_binary<functions::floordiv>(op, a, b, out);
-    case BinaryOp::mod: return dispatch_binary<functions::mod>(op, a, b, out);
-    case BinaryOp::pow: return dispatch_binary<functions::pow>(op, a, b, out);
-    case BinaryOp::maximum: return dispatch_binary<functions::maximum>(op, a, b, out);
-    case BinaryOp::minimum: return dispatch_binary<functions::minimum>(op, a, b, out);
-    case BinaryOp::atan2: return dispatch_binary<functions::atan2>(op, a, b, out);
-    case BinaryOp::eq: return dispatch_binary<functions::eq>(op, a, b, out);
-    case BinaryOp::ne: return dispatch_binary<functions::ne>(op, a, b, out);
-    case BinaryOp::lt: return dispatch_binary<functions::lt>(op, a, b, out);
-    case BinaryOp::le: return dispatch_binary<functions::le>(op, a, b, out);
-    case BinaryOp::gt: return dispatch_binary<functions::lt>(op, b, a, out);  // a > b is b < a
-    case BinaryOp::ge: return dispatch_binary<functions::le>(op, b, a, out);
-    case BinaryOp::logical_and: return dispatch_binary<functions::logical_and>(op, a, b, out);
-    case BinaryOp::logical_or: return dispatch_binary<functions::logical_or>(op, a, b, out);
-    case BinaryOp::logical_xor: return dispatch_binary<functions::logical_xor>(op, a, b, out);
+    case BinaryOp::add:
+      return dispatch_binary<functions::add>(op, a, b, out);
+    case BinaryOp::sub:
+      return dispatch_binary<functions::sub>(op, a, b, out);
+    case BinaryOp::mul:
+      return dispatch_binary<functions::mul>(op, a, b, out);
+    case BinaryOp::div:
+      return dispatch_binary<functions::div>(op, a, b, out);
+    case BinaryOp::floordiv:
+      return dispatch_binary<functions::floordiv>(op, a, b, out);
+    case BinaryOp::mod:
+      return dispatch_binary<functions::mod>(op, a, b, out);
+    case BinaryOp::pow:
+      return dispatch_binary<functions::pow>(op, a, b, out);
+    case BinaryOp::maximum:
+      return dispatch_binary<functions::maximum>(op, a, b, out);
+    case BinaryOp::minimum:
+      return dispatch_binary<functions::minimum>(op, a, b, out);
+    case BinaryOp::atan2:
+      return dispatch_binary<functions::atan2>(op, a, b, out);
+    case BinaryOp::eq:
+      return dispatch_binary<functions::eq>(op, a, b, out);
+    case BinaryOp::ne:
+      return dispatch_binary<functions::ne>(op, a, b, out);
+    case BinaryOp::lt:
+      return dispatch_binary<functions::lt>(op, a, b, out);
+    case BinaryOp::le:
+      return dispatch_binary<functions::le>(op, a, b, out);
+    case BinaryOp::gt:
+      return dispatch_binary<functions::lt>(op, b, a, out);  // a > b is b < a
+    case BinaryOp::ge:
+      return dispatch_binary<functions::le>(op, b, a, out);
+    case BinaryOp::logical_and:
+      return dispatch_binary<functions::logical_and>(op, a, b, out);
+    case BinaryOp::logical_or:
+      return dispatch_binary<functions::logical_or>(op, a, b, out);
+    case BinaryOp::logical_xor:
+      return dispatch_binary<functions::logical_xor>(op, a, b, out);
   }
 }
 

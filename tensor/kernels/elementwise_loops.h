@@ -46,18 +46,23 @@ using Storage = typename StorageOf<T>::type;
 template <typename F>
 decltype(auto) visit_storage(DType t, F&& f) {
   switch (t) {
-    case DType::boolean: return f(uint8_t{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::f32: return f(float{});
-    case DType::f64: break;
+    case DType::boolean:
+      return f(uint8_t{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      break;
   }
   return f(double{});
 }
 
 template <int N>
 struct LoopPlan {
-  int rank = 0;         // >= 1 once built
+  int rank = 0;  // >= 1 once built
   int64_t numel = 0;
   int64_t extent[kMaxDims];
   int64_t stride[kMaxDims][N];  // in bytes; dim rank-1 is the innermost
@@ -201,10 +206,10 @@ constexpr int64_t kExpensiveGrain = kElementwiseGrain / 16;
 
 // How the operands of a row are laid out, decided once per plan.
 enum class RowKind : uint8_t {
-  contiguous,  // every operand steps by its element size
+  contiguous,       // every operand steps by its element size
   first_repeated,   // operand 1 has stride 0, the others are contiguous
   second_repeated,  // operand 2 has stride 0, the others are contiguous
-  strided,     // anything else
+  strided,          // anything else
 };
 
 template <int N>

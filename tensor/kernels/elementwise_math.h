@@ -46,7 +46,9 @@ LAZYLUA_MATH_INLINE float select(bool condition, float a, float b) {
 }
 
 // 2^n for an integer n in [-126, 127], built from the exponent bits.
-LAZYLUA_MATH_INLINE float power_of_two(int32_t n) { return std::bit_cast<float>((n + 127) << 23); }
+LAZYLUA_MATH_INLINE float power_of_two(int32_t n) {
+  return std::bit_cast<float>((n + 127) << 23);
+}
 
 // x = n ln2 + r with |r| <= ln2/2 and n an integer. n is found by adding
 // 1.5 * 2^23, which leaves round(x / ln2) in the low mantissa bits: this
@@ -159,7 +161,7 @@ LAZYLUA_MATH_INLINE float log_special_cases(float x, float result) {
   const int32_t magnitude = bits & 0x7fffffff;
   result = select(bits == 0x7f800000, kInfinity, result);
   result = select((bits < 0) | (magnitude > 0x7f800000), kNaN, result);  // negative or NaN
-  return select(magnitude == 0, -kInfinity, result);                      // log(-0) = -inf too
+  return select(magnitude == 0, -kInfinity, result);                     // log(-0) = -inf too
 }
 
 LAZYLUA_MATH_INLINE float log(float x) {
@@ -235,8 +237,7 @@ LAZYLUA_MATH_INLINE float gelu(float x) {
   // x is clamped to +-20 here too, so that x = +-inf gives inf and -0 (the
   // limits) instead of inf * 0.
   const float clamped_x = std::copysign(a, x);
-  const float tail =
-      clamped_x * 0.5f * t * exp(c - 0.5f * square_low) * exp(-0.5f * square_high);
+  const float tail = clamped_x * 0.5f * t * exp(c - 0.5f * square_low) * exp(-0.5f * square_high);
   return select(x <= 0.0f, tail, x - tail);  // x Phi(x) = x - x Phi(-x); keeps -0
 }
 

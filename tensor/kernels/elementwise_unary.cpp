@@ -96,7 +96,10 @@ struct floor : Cheap {
   static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
-    if constexpr (std::is_integral_v<T>) return x; else return floor_by_nearbyint(x);
+    if constexpr (std::is_integral_v<T>)
+      return x;
+    else
+      return floor_by_nearbyint(x);
   }
 };
 struct ceil : Cheap {
@@ -116,7 +119,10 @@ struct round : Cheap {
   static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
-    if constexpr (std::is_integral_v<T>) return x; else return std::nearbyint(x);
+    if constexpr (std::is_integral_v<T>)
+      return x;
+    else
+      return std::nearbyint(x);
   }
 };
 struct trunc : Cheap {
@@ -159,32 +165,44 @@ struct log2 : LibmForDouble {
 struct sqrt : Cheap {
   static constexpr Support support = Support::floats;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T x) { return std::sqrt(x); }
+  [[gnu::always_inline]] static T apply(T x) {
+    return std::sqrt(x);
+  }
 };
 struct rsqrt : Cheap {
   static constexpr Support support = Support::floats;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T x) { return T{1} / std::sqrt(x); }
+  [[gnu::always_inline]] static T apply(T x) {
+    return T{1} / std::sqrt(x);
+  }
 };
 struct reciprocal : Cheap {
   static constexpr Support support = Support::floats;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T x) { return T{1} / x; }
+  [[gnu::always_inline]] static T apply(T x) {
+    return T{1} / x;
+  }
 };
 struct sin : LibmAlways {
   static constexpr Support support = Support::floats;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T x) { return std::sin(x); }
+  [[gnu::always_inline]] static T apply(T x) {
+    return std::sin(x);
+  }
 };
 struct cos : LibmAlways {
   static constexpr Support support = Support::floats;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T x) { return std::cos(x); }
+  [[gnu::always_inline]] static T apply(T x) {
+    return std::cos(x);
+  }
 };
 struct tan : LibmAlways {
   static constexpr Support support = Support::floats;
   template <typename T>
-  [[gnu::always_inline]] static T apply(T x) { return std::tan(x); }
+  [[gnu::always_inline]] static T apply(T x) {
+    return std::tan(x);
+  }
 };
 struct tanh : LibmForDouble {
   static constexpr Support support = Support::floats;
@@ -213,8 +231,8 @@ struct gelu : LibmForDouble {
   static constexpr Support support = Support::floats;
   [[gnu::always_inline]] static float apply(float x) { return f32math::gelu(x); }
   [[gnu::always_inline]] static double apply(double x) {
-    if (!(std::fabs(x) <= 40.0)) return x < 0.0 ? -0.0 : x;  // NaN stays NaN
-    constexpr double kInverseSqrt2 = 0.70710678118654757;  // 1/sqrt2 rounded up
+    if (!(std::fabs(x) <= 40.0)) return x < 0.0 ? -0.0 : x;      // NaN stays NaN
+    constexpr double kInverseSqrt2 = 0.70710678118654757;        // 1/sqrt2 rounded up
     constexpr double kInverseSqrt2Low = -4.833646656726457e-17;  // 1/sqrt2 - that
     constexpr double kTwoOverSqrtPi = 1.1283791670955126;
     const double u = -x * kInverseSqrt2;
@@ -229,7 +247,9 @@ struct gelu : LibmForDouble {
 struct logical_not : Cheap {
   static constexpr Support support = Support::all;
   template <typename T>
-  [[gnu::always_inline]] static uint8_t apply(T x) { return static_cast<uint8_t>(x == T{0}); }
+  [[gnu::always_inline]] static uint8_t apply(T x) {
+    return static_cast<uint8_t>(x == T{0});
+  }
 };
 
 }  // namespace unary_functions
@@ -260,15 +280,18 @@ void dispatch_unary(UnaryOp op, const Array& in, const Array& out) {
   } else {
     LAZYLUA_ASSERT(in.dtype == out.dtype);
     switch (in.dtype) {
-      case DType::f32: return run_unary<Op, float>(in, out);
-      case DType::f64: return run_unary<Op, double>(in, out);
+      case DType::f32:
+        return run_unary<Op, float>(in, out);
+      case DType::f64:
+        return run_unary<Op, double>(in, out);
       case DType::i32:
         if constexpr (Op::support == Support::numbers) return run_unary<Op, int32_t>(in, out);
         break;
       case DType::i64:
         if constexpr (Op::support == Support::numbers) return run_unary<Op, int64_t>(in, out);
         break;
-      case DType::boolean: break;
+      case DType::boolean:
+        break;
     }
     fail("{}: not supported for {} tensors", unary_op_name(op), dtype_name(in.dtype));
   }
@@ -339,7 +362,8 @@ using namespace elementwise;
 bool unary_needs_float(UnaryOp op) {
   switch (op) {
 #define LAZYLUA_NEEDS_FLOAT(name) \
-  case UnaryOp::name: return unary_functions::name::support == Support::floats;
+  case UnaryOp::name:             \
+    return unary_functions::name::support == Support::floats;
     LAZYLUA_UNARY_OPS(LAZYLUA_NEEDS_FLOAT)
 #undef LAZYLUA_NEEDS_FLOAT
   }
@@ -350,7 +374,8 @@ void unary_kernel(UnaryOp op, const Array& in, const Array& out) {
   LAZYLUA_ASSERT(in.shape == out.shape);
   switch (op) {
 #define LAZYLUA_DISPATCH_UNARY(name) \
-  case UnaryOp::name: return dispatch_unary<unary_functions::name>(op, in, out);
+  case UnaryOp::name:                \
+    return dispatch_unary<unary_functions::name>(op, in, out);
     LAZYLUA_UNARY_OPS(LAZYLUA_DISPATCH_UNARY)
 #undef LAZYLUA_DISPATCH_UNARY
   }
@@ -362,11 +387,16 @@ void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, doub
   has_low = has_low && !std::isnan(low);
   has_high = has_high && !std::isnan(high);
   switch (in.dtype) {
-    case DType::i32: return clamp_loop<int32_t>(in, has_low, low, has_high, high, out);
-    case DType::i64: return clamp_loop<int64_t>(in, has_low, low, has_high, high, out);
-    case DType::f32: return clamp_loop<float>(in, has_low, low, has_high, high, out);
-    case DType::f64: return clamp_loop<double>(in, has_low, low, has_high, high, out);
-    case DType::boolean: break;
+    case DType::i32:
+      return clamp_loop<int32_t>(in, has_low, low, has_high, high, out);
+    case DType::i64:
+      return clamp_loop<int64_t>(in, has_low, low, has_high, high, out);
+    case DType::f32:
+      return clamp_loop<float>(in, has_low, low, has_high, high, out);
+    case DType::f64:
+      return clamp_loop<double>(in, has_low, low, has_high, high, out);
+    case DType::boolean:
+      break;
   }
   fail("clamp: not supported for bool tensors");
 }

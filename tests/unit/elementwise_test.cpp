@@ -29,7 +29,6 @@ using namespace elementwise_test;
 
 // ---- Independent references ----
 
-
 // Lua's // on integers, in 128 bits (no overflow possible), then wrapped.
 __int128 floor_divide_128(__int128 a, __int128 b) {
   __int128 q = a / b;
@@ -72,16 +71,26 @@ auto binary_reference(BinaryOp op, T a, T b) {
     y = b != 0;
   }
   switch (op) {
-    case BinaryOp::eq: return static_cast<uint8_t>(x == y);
-    case BinaryOp::ne: return static_cast<uint8_t>(x != y);
-    case BinaryOp::lt: return static_cast<uint8_t>(x < y);
-    case BinaryOp::le: return static_cast<uint8_t>(x <= y);
-    case BinaryOp::gt: return static_cast<uint8_t>(x > y);
-    case BinaryOp::ge: return static_cast<uint8_t>(x >= y);
-    case BinaryOp::logical_and: return static_cast<uint8_t>(x != 0 && y != 0);
-    case BinaryOp::logical_or: return static_cast<uint8_t>(x != 0 || y != 0);
-    case BinaryOp::logical_xor: return static_cast<uint8_t>((x != 0) != (y != 0));
-    default: break;
+    case BinaryOp::eq:
+      return static_cast<uint8_t>(x == y);
+    case BinaryOp::ne:
+      return static_cast<uint8_t>(x != y);
+    case BinaryOp::lt:
+      return static_cast<uint8_t>(x < y);
+    case BinaryOp::le:
+      return static_cast<uint8_t>(x <= y);
+    case BinaryOp::gt:
+      return static_cast<uint8_t>(x > y);
+    case BinaryOp::ge:
+      return static_cast<uint8_t>(x >= y);
+    case BinaryOp::logical_and:
+      return static_cast<uint8_t>(x != 0 && y != 0);
+    case BinaryOp::logical_or:
+      return static_cast<uint8_t>(x != 0 || y != 0);
+    case BinaryOp::logical_xor:
+      return static_cast<uint8_t>((x != 0) != (y != 0));
+    default:
+      break;
   }
   ADD_FAILURE() << "not a predicate";
   return uint8_t{0};
@@ -92,30 +101,50 @@ T arithmetic_reference(BinaryOp op, T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     const __int128 x = a, y = b;
     switch (op) {
-      case BinaryOp::add: return wrap<T>(x + y);
-      case BinaryOp::sub: return wrap<T>(x - y);
-      case BinaryOp::mul: return wrap<T>(x * y);
-      case BinaryOp::floordiv: return wrap<T>(floor_divide_128(x, y));
-      case BinaryOp::mod: return wrap<T>(x - floor_divide_128(x, y) * y);
-      case BinaryOp::pow: return integer_pow<T>(a, b);
-      case BinaryOp::maximum: return std::max(a, b);
-      case BinaryOp::minimum: return std::min(a, b);
-      default: break;
+      case BinaryOp::add:
+        return wrap<T>(x + y);
+      case BinaryOp::sub:
+        return wrap<T>(x - y);
+      case BinaryOp::mul:
+        return wrap<T>(x * y);
+      case BinaryOp::floordiv:
+        return wrap<T>(floor_divide_128(x, y));
+      case BinaryOp::mod:
+        return wrap<T>(x - floor_divide_128(x, y) * y);
+      case BinaryOp::pow:
+        return integer_pow<T>(a, b);
+      case BinaryOp::maximum:
+        return std::max(a, b);
+      case BinaryOp::minimum:
+        return std::min(a, b);
+      default:
+        break;
     }
   } else {
     const T nan = std::numeric_limits<T>::quiet_NaN();
     switch (op) {
-      case BinaryOp::add: return a + b;
-      case BinaryOp::sub: return a - b;
-      case BinaryOp::mul: return a * b;
-      case BinaryOp::div: return a / b;
-      case BinaryOp::floordiv: return std::floor(a / b);
-      case BinaryOp::mod: return lua_float_mod(a, b);
-      case BinaryOp::pow: return std::pow(a, b);
-      case BinaryOp::maximum: return std::isnan(a) || std::isnan(b) ? nan : std::max(a, b);
-      case BinaryOp::minimum: return std::isnan(a) || std::isnan(b) ? nan : std::min(a, b);
-      case BinaryOp::atan2: return std::atan2(a, b);
-      default: break;
+      case BinaryOp::add:
+        return a + b;
+      case BinaryOp::sub:
+        return a - b;
+      case BinaryOp::mul:
+        return a * b;
+      case BinaryOp::div:
+        return a / b;
+      case BinaryOp::floordiv:
+        return std::floor(a / b);
+      case BinaryOp::mod:
+        return lua_float_mod(a, b);
+      case BinaryOp::pow:
+        return std::pow(a, b);
+      case BinaryOp::maximum:
+        return std::isnan(a) || std::isnan(b) ? nan : std::max(a, b);
+      case BinaryOp::minimum:
+        return std::isnan(a) || std::isnan(b) ? nan : std::min(a, b);
+      case BinaryOp::atan2:
+        return std::atan2(a, b);
+      default:
+        break;
     }
   }
   ADD_FAILURE() << "no reference for " << binary_op_name(op);
@@ -248,14 +277,14 @@ void run_binary_ops(std::initializer_list<BinaryOp> ops) {
 }
 
 constexpr std::initializer_list<BinaryOp> kPredicates = {
-    BinaryOp::eq, BinaryOp::ne, BinaryOp::lt, BinaryOp::le, BinaryOp::gt,
+    BinaryOp::eq, BinaryOp::ne,          BinaryOp::lt,         BinaryOp::le,         BinaryOp::gt,
     BinaryOp::ge, BinaryOp::logical_and, BinaryOp::logical_or, BinaryOp::logical_xor};
 constexpr std::initializer_list<BinaryOp> kIntegerArithmetic = {
-    BinaryOp::add, BinaryOp::sub, BinaryOp::mul, BinaryOp::floordiv, BinaryOp::mod,
-    BinaryOp::pow, BinaryOp::maximum, BinaryOp::minimum};
+    BinaryOp::add, BinaryOp::sub, BinaryOp::mul,     BinaryOp::floordiv,
+    BinaryOp::mod, BinaryOp::pow, BinaryOp::maximum, BinaryOp::minimum};
 constexpr std::initializer_list<BinaryOp> kFloatArithmetic = {
-    BinaryOp::add, BinaryOp::sub,     BinaryOp::mul,     BinaryOp::div,     BinaryOp::floordiv,
-    BinaryOp::mod, BinaryOp::pow,     BinaryOp::maximum, BinaryOp::minimum, BinaryOp::atan2};
+    BinaryOp::add, BinaryOp::sub, BinaryOp::mul,     BinaryOp::div,     BinaryOp::floordiv,
+    BinaryOp::mod, BinaryOp::pow, BinaryOp::maximum, BinaryOp::minimum, BinaryOp::atan2};
 
 TEST(Elementwise, BinaryF32) {
   run_binary_ops<float>(kFloatArithmetic);
@@ -273,7 +302,9 @@ TEST(Elementwise, BinaryI64) {
   run_binary_ops<int64_t>(kIntegerArithmetic);
   run_binary_ops<int64_t>(kPredicates);
 }
-TEST(Elementwise, BinaryBool) { run_binary_ops<uint8_t>(kPredicates); }
+TEST(Elementwise, BinaryBool) {
+  run_binary_ops<uint8_t>(kPredicates);
+}
 
 // The same ops, split over 1 and 2 threads, must give the same bits.
 TEST(Elementwise, ThreadCountDoesNotChangeResults) {
@@ -328,7 +359,8 @@ TEST(Elementwise, IntegerCorners) {
             (std::vector<int32_t>{kMin32, kMax32}));
   EXPECT_EQ(run_binary_values<int64_t>(BinaryOp::mul, {kMax64, kMin64}, {2, -1}),
             (std::vector<int64_t>{-2, kMin64}));
-  EXPECT_EQ(run_binary_values<int64_t>(BinaryOp::sub, {kMin64}, {1}), (std::vector<int64_t>{kMax64}));
+  EXPECT_EQ(run_binary_values<int64_t>(BinaryOp::sub, {kMin64}, {1}),
+            (std::vector<int64_t>{kMax64}));
   // minint // -1 wraps to minint and minint % -1 is 0, without SIGFPE.
   EXPECT_EQ(run_binary_values<int32_t>(BinaryOp::floordiv, {kMin32, kMin32}, {-1, 1}),
             (std::vector<int32_t>{kMin32, kMin32}));
@@ -436,8 +468,8 @@ TEST(Elementwise, PowByScalarExponent) {
   // The shortcut exponents must agree with std::pow bit for bit, including
   // -0, infinities and NaN.
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> base = {-0.0f, 0.0f, -inf, inf, std::nanf(""), 2.5f, -3.0f, 1e-30f,
-                                   3e38f, -1.0f, 0.3f};
+  const std::vector<float> base = {-0.0f, 0.0f,   -inf,  inf,   std::nanf(""), 2.5f,
+                                   -3.0f, 1e-30f, 3e38f, -1.0f, 0.3f};
   for (float exponent : {2.0f, 1.0f, 0.0f, -1.0f, 0.5f, 3.0f, -0.5f, 1.7f}) {
     const Array a = from_values<float>(Shape{static_cast<int64_t>(base.size())}, base);
     const Array e = from_values<float>(Shape{}, {exponent});
@@ -456,8 +488,10 @@ TEST(Elementwise, PredicatesOnOddBoolBytesAndNaN) {
   // A host buffer may use any nonzero byte for true.
   const std::vector<uint8_t> a = {2, 0, 255, 1, 2};
   const std::vector<uint8_t> b = {1, 0, 0, 7, 0};
-  EXPECT_EQ(run_predicate_values<uint8_t>(BinaryOp::eq, a, b), (std::vector<uint8_t>{1, 1, 0, 1, 0}));
-  EXPECT_EQ(run_predicate_values<uint8_t>(BinaryOp::gt, a, b), (std::vector<uint8_t>{0, 0, 1, 0, 1}));
+  EXPECT_EQ(run_predicate_values<uint8_t>(BinaryOp::eq, a, b),
+            (std::vector<uint8_t>{1, 1, 0, 1, 0}));
+  EXPECT_EQ(run_predicate_values<uint8_t>(BinaryOp::gt, a, b),
+            (std::vector<uint8_t>{0, 0, 1, 0, 1}));
   EXPECT_EQ(run_predicate_values<uint8_t>(BinaryOp::logical_xor, a, b),
             (std::vector<uint8_t>{0, 0, 1, 0, 1}));
   // NaN compares unequal to everything, itself included, and is "true".
@@ -501,9 +535,22 @@ std::vector<T> conversion_inputs() {
     return {0, 1, -1, 7, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()};
   } else {
     const T inf = std::numeric_limits<T>::infinity();
-    return {T(-0.0), T(2.9), T(-2.9), std::numeric_limits<T>::quiet_NaN(), inf, -inf,
-            T(2147483647.0), T(2147483648.0), T(-2147483648.0), T(-2147483649.0), T(-2147483648.75),
-            T(9.2233720368547758e18), T(-9.2233720368547758e18), T(1e30), T(3e38), T(-0.75)};
+    return {T(-0.0),
+            T(2.9),
+            T(-2.9),
+            std::numeric_limits<T>::quiet_NaN(),
+            inf,
+            -inf,
+            T(2147483647.0),
+            T(2147483648.0),
+            T(-2147483648.0),
+            T(-2147483649.0),
+            T(-2147483648.75),
+            T(9.2233720368547758e18),
+            T(-9.2233720368547758e18),
+            T(1e30),
+            T(3e38),
+            T(-0.75)};
   }
 }
 
@@ -512,8 +559,8 @@ void check_conversion() {
   const std::vector<From> inputs = conversion_inputs<From>();
   const int64_t n = static_cast<int64_t>(inputs.size());
   const Array src = from_values<From>(Shape{n}, inputs);
-  const std::string label = std::string(dtype_name(dtype_for<From>())) + " -> " +
-                            dtype_name(dtype_for<To>());
+  const std::string label =
+      std::string(dtype_name(dtype_for<From>())) + " -> " + dtype_name(dtype_for<To>());
   auto expect_all = [&](const Array& dst, const char* how) {
     const std::vector<To> got = to_values<To>(dst);
     for (size_t i = 0; i < got.size(); ++i) {
@@ -568,7 +615,8 @@ TEST(Elementwise, CopyLayouts) {
         copy_kernel(src, dst);
         const std::vector<double> a = to_values<double>(src), b = to_values<double>(dst);
         EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(double)))
-            << shape_string(shape) << " " << static_cast<int>(from) << " -> " << static_cast<int>(to);
+            << shape_string(shape) << " " << static_cast<int>(from) << " -> "
+            << static_cast<int>(to);
         if (to == Layout::padded) {
           EXPECT_TRUE(padding_untouched(dst));
         }
@@ -582,7 +630,8 @@ TEST(Elementwise, CopyLayouts) {
     const Array dst = Array::empty(src.shape, DType::f32);
     copy_kernel(src, dst);
     const std::vector<float> a = to_values<float>(src), b = to_values<float>(dst);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << shape_string(src.shape);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << shape_string(src.shape);
   }
   // Empty arrays are no-ops.
   const Array empty = Array::empty(Shape{0, 5}, DType::f32);

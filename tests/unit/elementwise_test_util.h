@@ -26,8 +26,10 @@ namespace lazylua::elementwise_test {
 // The storage type of each dtype in these tests (bool as a byte).
 template <typename T>
 constexpr DType dtype_for() {
-  if constexpr (std::is_same_v<T, uint8_t>) return DType::boolean;
-  else return dtype_of<T>();
+  if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::boolean;
+  else
+    return dtype_of<T>();
 }
 
 template <typename F>
@@ -106,11 +108,16 @@ T random_element(std::mt19937_64& rng, bool specials) {
     return static_cast<uint8_t>(rng() % 2);
   } else if constexpr (std::is_integral_v<T>) {
     switch (rng() % 10) {
-      case 0: return std::numeric_limits<T>::min();
-      case 1: return std::numeric_limits<T>::max();
-      case 2: return -1;
-      case 3: return static_cast<T>(rng());  // anything
-      default: return static_cast<T>(static_cast<int64_t>(rng() % 41) - 20);
+      case 0:
+        return std::numeric_limits<T>::min();
+      case 1:
+        return std::numeric_limits<T>::max();
+      case 2:
+        return -1;
+      case 3:
+        return static_cast<T>(rng());  // anything
+      default:
+        return static_cast<T>(static_cast<int64_t>(rng() % 41) - 20);
     }
   } else {
     if (specials && rng() % 16 == 0) {
@@ -160,8 +167,10 @@ bool same_value(T a, T b) {
 
 template <typename T>
 std::string show(T value) {
-  if constexpr (std::is_same_v<T, uint8_t>) return std::to_string(static_cast<int>(value));
-  else if constexpr (std::is_integral_v<T>) return std::to_string(value);
+  if constexpr (std::is_same_v<T, uint8_t>)
+    return std::to_string(static_cast<int>(value));
+  else if constexpr (std::is_integral_v<T>)
+    return std::to_string(value);
   else {
     char text[64];
     std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
@@ -178,7 +187,8 @@ T wrap(__int128 value) {
 // it (subnormal results carry absolute, not relative, precision).
 template <typename T>
 double relative_error(T got, T expected) {
-  if (std::isnan(expected) || std::isnan(got)) return std::isnan(expected) == std::isnan(got) ? 0 : 1;
+  if (std::isnan(expected) || std::isnan(got))
+    return std::isnan(expected) == std::isnan(got) ? 0 : 1;
   if (std::isinf(expected) || std::isinf(got)) return expected == got ? 0 : 1;
   const double scale = std::max<double>(std::fabs(static_cast<double>(expected)),
                                         static_cast<double>(std::numeric_limits<T>::min()));

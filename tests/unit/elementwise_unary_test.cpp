@@ -40,16 +40,23 @@ T unary_reference(UnaryOp op, T x) {
   if constexpr (std::is_integral_v<T>) {
     const __int128 v = x;
     switch (op) {
-      case UnaryOp::neg: return wrap<T>(-v);
-      case UnaryOp::abs: return wrap<T>(v < 0 ? -v : v);
-      case UnaryOp::sign: return static_cast<T>((x > 0) - (x < 0));
-      case UnaryOp::square: return wrap<T>(v * v);
-      case UnaryOp::relu: return x < 0 ? 0 : x;
+      case UnaryOp::neg:
+        return wrap<T>(-v);
+      case UnaryOp::abs:
+        return wrap<T>(v < 0 ? -v : v);
+      case UnaryOp::sign:
+        return static_cast<T>((x > 0) - (x < 0));
+      case UnaryOp::square:
+        return wrap<T>(v * v);
+      case UnaryOp::relu:
+        return x < 0 ? 0 : x;
       case UnaryOp::floor:
       case UnaryOp::ceil:
       case UnaryOp::round:
-      case UnaryOp::trunc: return x;
-      default: break;
+      case UnaryOp::trunc:
+        return x;
+      default:
+        break;
     }
     ADD_FAILURE() << "no integer reference for " << unary_op_name(op);
     return 0;
@@ -58,33 +65,56 @@ T unary_reference(UnaryOp op, T x) {
     const Wide v = x;
     switch (op) {
       // One IEEE operation: computed in T, must match exactly.
-      case UnaryOp::neg: return -x;
-      case UnaryOp::abs: return std::fabs(x);
-      case UnaryOp::sign: return std::isnan(x) ? x : (x > 0 ? T{1} : (x < 0 ? T{-1} : x));
-      case UnaryOp::square: return x * x;
-      case UnaryOp::relu: return x < 0 ? T{0} : x;  // NaN and -0 stay
-      case UnaryOp::floor: return std::floor(x);
-      case UnaryOp::ceil: return std::ceil(x);
-      case UnaryOp::round: return std::nearbyint(x);
-      case UnaryOp::trunc: return std::trunc(x);
-      case UnaryOp::sqrt: return std::sqrt(x);
-      case UnaryOp::rsqrt: return T{1} / std::sqrt(x);
-      case UnaryOp::reciprocal: return T{1} / x;
+      case UnaryOp::neg:
+        return -x;
+      case UnaryOp::abs:
+        return std::fabs(x);
+      case UnaryOp::sign:
+        return std::isnan(x) ? x : (x > 0 ? T{1} : (x < 0 ? T{-1} : x));
+      case UnaryOp::square:
+        return x * x;
+      case UnaryOp::relu:
+        return x < 0 ? T{0} : x;  // NaN and -0 stay
+      case UnaryOp::floor:
+        return std::floor(x);
+      case UnaryOp::ceil:
+        return std::ceil(x);
+      case UnaryOp::round:
+        return std::nearbyint(x);
+      case UnaryOp::trunc:
+        return std::trunc(x);
+      case UnaryOp::sqrt:
+        return std::sqrt(x);
+      case UnaryOp::rsqrt:
+        return T{1} / std::sqrt(x);
+      case UnaryOp::reciprocal:
+        return T{1} / x;
       // Transcendental: computed wider, compared with a tolerance.
-      case UnaryOp::exp: return static_cast<T>(std::exp(v));
-      case UnaryOp::expm1: return static_cast<T>(std::expm1(v));
-      case UnaryOp::log: return static_cast<T>(std::log(v));
-      case UnaryOp::log1p: return static_cast<T>(std::log1p(v));
-      case UnaryOp::log2: return static_cast<T>(std::log2(v));
-      case UnaryOp::sin: return static_cast<T>(std::sin(v));
-      case UnaryOp::cos: return static_cast<T>(std::cos(v));
-      case UnaryOp::tan: return static_cast<T>(std::tan(v));
-      case UnaryOp::tanh: return static_cast<T>(std::tanh(v));
-      case UnaryOp::sigmoid: return static_cast<T>(Wide{1} / (Wide{1} + std::exp(-v)));
+      case UnaryOp::exp:
+        return static_cast<T>(std::exp(v));
+      case UnaryOp::expm1:
+        return static_cast<T>(std::expm1(v));
+      case UnaryOp::log:
+        return static_cast<T>(std::log(v));
+      case UnaryOp::log1p:
+        return static_cast<T>(std::log1p(v));
+      case UnaryOp::log2:
+        return static_cast<T>(std::log2(v));
+      case UnaryOp::sin:
+        return static_cast<T>(std::sin(v));
+      case UnaryOp::cos:
+        return static_cast<T>(std::cos(v));
+      case UnaryOp::tan:
+        return static_cast<T>(std::tan(v));
+      case UnaryOp::tanh:
+        return static_cast<T>(std::tanh(v));
+      case UnaryOp::sigmoid:
+        return static_cast<T>(Wide{1} / (Wide{1} + std::exp(-v)));
       case UnaryOp::gelu:  // the limits at +-inf, as documented
         if (std::isinf(x)) return x > 0 ? x : T(-0.0);
         return static_cast<T>(Wide{0.5} * v * std::erfc(-v / std::sqrt(Wide{2})));
-      default: break;
+      default:
+        break;
     }
     ADD_FAILURE() << "no float reference for " << unary_op_name(op);
     return 0;
@@ -105,18 +135,23 @@ double unary_tolerance(UnaryOp op) {
     case UnaryOp::tan:
     case UnaryOp::tanh:
     case UnaryOp::sigmoid:
-    case UnaryOp::gelu: break;
-    default: return 0;
+    case UnaryOp::gelu:
+      break;
+    default:
+      return 0;
   }
   if constexpr (std::is_same_v<T, double>) {
     return 1e-15;  // libm's double functions and short formulas on them: a few ulp
   } else {
     switch (op) {
-      case UnaryOp::gelu: return 8e-7;
+      case UnaryOp::gelu:
+        return 8e-7;
       case UnaryOp::sin:
       case UnaryOp::cos:
-      case UnaryOp::tan: return 1.2e-7;  // glibc's float functions, within 1 ulp
-      default: return 2.5e-7;
+      case UnaryOp::tan:
+        return 1.2e-7;  // glibc's float functions, within 1 ulp
+      default:
+        return 2.5e-7;
     }
   }
 }
@@ -162,7 +197,8 @@ void run_unary_cases(UnaryOp op, uint64_t seed) {
       const Array out = make_array(shape, type, layout);
       unary_kernel(op, in, out);
       const std::string label = std::string(dtype_name(type)) + " layout " +
-                                std::to_string(static_cast<int>(layout)) + " " + shape_string(shape);
+                                std::to_string(static_cast<int>(layout)) + " " +
+                                shape_string(shape);
       expect_unary<T>(op, in, out, label);
       if (layout == Layout::padded) {
         EXPECT_TRUE(padding_untouched(out)) << label;
@@ -190,7 +226,7 @@ void run_unary_cases(UnaryOp op, uint64_t seed) {
 }
 
 constexpr std::initializer_list<UnaryOp> kIntegerUnary = {
-    UnaryOp::neg,  UnaryOp::abs,  UnaryOp::sign,  UnaryOp::square, UnaryOp::relu,
+    UnaryOp::neg,   UnaryOp::abs,  UnaryOp::sign,  UnaryOp::square, UnaryOp::relu,
     UnaryOp::floor, UnaryOp::ceil, UnaryOp::round, UnaryOp::trunc};
 
 template <typename T>
@@ -204,10 +240,18 @@ void run_unary_ops() {
   }
 }
 
-TEST(Elementwise, UnaryF32) { run_unary_ops<float>(); }
-TEST(Elementwise, UnaryF64) { run_unary_ops<double>(); }
-TEST(Elementwise, UnaryI32) { run_unary_ops<int32_t>(); }
-TEST(Elementwise, UnaryI64) { run_unary_ops<int64_t>(); }
+TEST(Elementwise, UnaryF32) {
+  run_unary_ops<float>();
+}
+TEST(Elementwise, UnaryF64) {
+  run_unary_ops<double>();
+}
+TEST(Elementwise, UnaryI32) {
+  run_unary_ops<int32_t>();
+}
+TEST(Elementwise, UnaryI64) {
+  run_unary_ops<int64_t>();
+}
 
 TEST(Elementwise, UnaryNeedsFloat) {
   for (UnaryOp op : kIntegerUnary) EXPECT_FALSE(unary_needs_float(op)) << unary_op_name(op);
@@ -255,7 +299,8 @@ void check_special_values() {
   auto same = [](std::vector<T> got, std::vector<T> expected) {
     EXPECT_EQ(got.size(), expected.size());
     for (size_t i = 0; i < got.size(); ++i) {
-      const bool same_sign = std::isnan(got[i]) || std::signbit(got[i]) == std::signbit(expected[i]);
+      const bool same_sign =
+          std::isnan(got[i]) || std::signbit(got[i]) == std::signbit(expected[i]);
       EXPECT_TRUE(same_value(got[i], expected[i]) && same_sign)
           << i << ": " << show(got[i]) << " vs " << show(expected[i]);
     }
@@ -263,7 +308,8 @@ void check_special_values() {
   // Round half to even, like torch.round.
   same(run_unary_values<T>(UnaryOp::round, {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999999}),
        {0, 2, 2, T(-0.0), -2, -2, 2});
-  const T big = std::is_same_v<T, float> ? T(8388607.5) : T(4503599627370495.5);  // 2^23, 2^52 - 0.5
+  const T big =
+      std::is_same_v<T, float> ? T(8388607.5) : T(4503599627370495.5);  // 2^23, 2^52 - 0.5
   same(run_unary_values<T>(UnaryOp::floor, {-0.5, 0.5, T(-0.0), -inf, nan, big, -big, -3, T(-2.5)}),
        {-1, 0, T(-0.0), -inf, nan, big - T(0.5), -big - T(0.5), -3, -3});
   same(run_unary_values<T>(UnaryOp::ceil, {-0.5, 0.5, T(-0.0), inf, nan, big, -big, 3, T(2.5)}),
@@ -273,12 +319,16 @@ void check_special_values() {
   same(run_unary_values<T>(UnaryOp::relu, {nan, -inf, T(-0.0), 3}), {nan, 0, T(-0.0), 3});
   same(run_unary_values<T>(UnaryOp::sign, {nan, T(-0.0), -4, inf}), {nan, T(-0.0), -1, 1});
   same(run_unary_values<T>(UnaryOp::exp, {-inf, inf, nan, 0, -800, 800}), {0, inf, nan, 1, 0, inf});
-  same(run_unary_values<T>(UnaryOp::expm1, {-inf, inf, nan, T(-0.0), -800}), {-1, inf, nan, T(-0.0), -1});
+  same(run_unary_values<T>(UnaryOp::expm1, {-inf, inf, nan, T(-0.0), -800}),
+       {-1, inf, nan, T(-0.0), -1});
   same(run_unary_values<T>(UnaryOp::log, {0, T(-0.0), -1, inf, -inf, nan, 1}),
        {-inf, -inf, nan, inf, nan, nan, 0});
-  same(run_unary_values<T>(UnaryOp::log2, {0, 8, T(0.125), inf, -2, 1024}), {-inf, 3, -3, inf, nan, 10});
-  same(run_unary_values<T>(UnaryOp::log1p, {-1, inf, -2, T(-0.0), nan}), {-inf, inf, nan, T(-0.0), nan});
-  same(run_unary_values<T>(UnaryOp::tanh, {inf, -inf, T(-0.0), nan, 30, -30}), {1, -1, T(-0.0), nan, 1, -1});
+  same(run_unary_values<T>(UnaryOp::log2, {0, 8, T(0.125), inf, -2, 1024}),
+       {-inf, 3, -3, inf, nan, 10});
+  same(run_unary_values<T>(UnaryOp::log1p, {-1, inf, -2, T(-0.0), nan}),
+       {-inf, inf, nan, T(-0.0), nan});
+  same(run_unary_values<T>(UnaryOp::tanh, {inf, -inf, T(-0.0), nan, 30, -30}),
+       {1, -1, T(-0.0), nan, 1, -1});
   same(run_unary_values<T>(UnaryOp::sigmoid, {inf, -inf, nan, 0}), {1, 0, nan, T(0.5)});
   // gelu at +-inf gives the limits (the formula would give -inf * 0 = NaN).
   same(run_unary_values<T>(UnaryOp::gelu, {inf, -inf, nan, 0, T(-0.0), 100, -100}),
@@ -296,8 +346,12 @@ void check_special_values() {
   EXPECT_NEAR(gelu_low / T(-4.976768459417428e-15), 1, 1e-6);  // 1 + erf(.) would cancel
 }
 
-TEST(Elementwise, UnarySpecialValuesF32) { check_special_values<float>(); }
-TEST(Elementwise, UnarySpecialValuesF64) { check_special_values<double>(); }
+TEST(Elementwise, UnarySpecialValuesF32) {
+  check_special_values<float>();
+}
+TEST(Elementwise, UnarySpecialValuesF64) {
+  check_special_values<double>();
+}
 
 // The float32 approximations against double precision over the whole float
 // range: every 251st bit pattern (17 million inputs, both signs, subnormals,
@@ -308,8 +362,8 @@ struct ApproximationBound {
   double max_relative_error;
 };
 constexpr ApproximationBound kApproximationBounds[] = {
-    {UnaryOp::exp, 1.3e-7},   {UnaryOp::expm1, 1.3e-7},   {UnaryOp::log, 1.3e-7},
-    {UnaryOp::log1p, 2.4e-7}, {UnaryOp::log2, 1.4e-7},    {UnaryOp::tanh, 2.3e-7},
+    {UnaryOp::exp, 1.3e-7},     {UnaryOp::expm1, 1.3e-7}, {UnaryOp::log, 1.3e-7},
+    {UnaryOp::log1p, 2.4e-7},   {UnaryOp::log2, 1.4e-7},  {UnaryOp::tanh, 2.3e-7},
     {UnaryOp::sigmoid, 2.5e-7}, {UnaryOp::gelu, 5.5e-7},
 };
 
@@ -383,7 +437,8 @@ TEST(Elementwise, ClampIntegers) {
   EXPECT_EQ(to_values<int32_t>(out)[3], std::numeric_limits<int32_t>::min());
   const Array big = from_values<int64_t>(Shape{2}, {-(int64_t{1} << 60), int64_t{1} << 60});
   clamp_kernel(big, true, -1e18, false, 0, big);
-  EXPECT_EQ(to_values<int64_t>(big), (std::vector<int64_t>{-1000000000000000000, int64_t{1} << 60}));
+  EXPECT_EQ(to_values<int64_t>(big),
+            (std::vector<int64_t>{-1000000000000000000, int64_t{1} << 60}));
 }
 }  // namespace
 }  // namespace lazylua
