@@ -28,6 +28,16 @@ TEST(Philox, MatchesTheReferenceVectors) {
             (PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
+TEST(Philox, GroupsMatchSingleBlocks) {
+  for (uint64_t first : {uint64_t{0}, uint64_t{12345}, (uint64_t{1} << 32) - 3}) {
+    PhiloxBlock group[kPhiloxGroup];
+    philox_group(0x0123456789abcdefULL, first, group);
+    for (int lane = 0; lane < kPhiloxGroup; ++lane) {
+      EXPECT_EQ(group[lane], philox_block(0x0123456789abcdefULL, first + lane)) << first;
+    }
+  }
+}
+
 std::vector<double> draw(void (*fill)(const Array&), const Shape& shape, DType dtype) {
   Array a = Array::empty(shape, dtype);
   fill(a);
