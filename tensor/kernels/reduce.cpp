@@ -334,6 +334,21 @@ void merge_row(typename R::Acc* acc, const T* row, int64_t width, int64_t stride
   for (; j < width; ++j) acc[j] = R::merge(acc[j], R::load(row[j * stride]));
 }
 
+// acc[j] = merge(acc[j], other[j]) for partial results (no load: they are
+// accumulators already, e.g. 64-bit sums of 32-bit integers).
+template <class R>
+void merge_partial_row(typename R::Acc* acc, const typename R::Acc* other, int64_t width) {
+  using Acc = typename R::Acc;
+  int64_t j = 0;
+  if constexpr (R::kVectorLanes) {
+    constexpr int kWidth = simd::kLanes<Acc>;
+    for (; j + kWidth <= width; j += kWidth) {
+      simd::store(acc + j, R::merge(simd::load(acc + j), simd::load(other + j)));
+    }
+  }
+  for (; j < width; ++j) acc[j] = R::merge(acc[j], other[j]);
+}
+
 // Folds `rows` rows of `width` elements (row stride row_stride, element
 // stride column_stride) into acc. Pairwise over the rows for float sums;
 // `scratch` holds one row per level of recursion.
@@ -349,7 +364,7 @@ void fold_columns(const T* p, int64_t rows, int64_t row_stride, int64_t width,
   fold_columns<R>(p, half, row_stride, width, column_stride, acc, scratch + width);
   fold_columns<R>(p + half * row_stride, rows - half, row_stride, width, column_stride, scratch,
                   scratch + width);
-  merge_row<R, typename R::Acc>(acc, scratch, width, 1);
+  merge_partial_row<R>(acc, scratch, width);
 }
 
 int recursion_depth(int64_t rows) {
@@ -442,7 +457,7 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& 
     Acc* rows = partials.get() + task * row_blocks * block_width;
     for (int64_t span = 1; span < row_blocks; span *= 2) {
       for (int64_t r = 0; r + span < row_blocks; r += 2 * span) {
-        merge_row<R, Acc>(rows + r * block_width, rows + (r + span) * block_width, columns, 1);
+        merge_partial_row<R>(rows + r * block_width, rows + (r + span) * block_width, columns);
       }
     }
     for (int64_t j = 0; j < columns; ++j) {

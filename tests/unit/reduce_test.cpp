@@ -203,6 +203,23 @@ TEST(Reduce, IntegerSumsWrapAndUseI64) {
   EXPECT_EQ(out.data<int64_t>()[0], 3);
 }
 
+// Column sums of many rows are split into row blocks whose partial sums
+// (beyond 32 bits here) merge afterwards: they must stay 64-bit.
+TEST(Reduce, SplitColumnSumsKeepI64Partials) {
+  const int64_t rows = 600000;
+  Array in = Array::empty({rows, 2}, DType::i32);
+  for (int64_t i = 0; i < 2 * rows; ++i) in.data<int32_t>()[i] = 10000 + (i & 1);
+  Array out = Array::empty({2}, DType::i64);
+  reduce_kernel(ReduceOp::sum, in, 0, out);
+  EXPECT_EQ(out.data<int64_t>()[0], rows * 10000);
+  EXPECT_EQ(out.data<int64_t>()[1], rows * 10001);
+  Array prod_out = Array::empty({2}, DType::i64);
+  Array twos = Array::empty({rows, 2}, DType::i32);
+  for (int64_t i = 0; i < 2 * rows; ++i) twos.data<int32_t>()[i] = i < 80 ? 2 : 1;
+  reduce_kernel(ReduceOp::prod, twos, 0, prod_out);
+  EXPECT_EQ(prod_out.data<int64_t>()[0], int64_t{1} << 40);
+}
+
 TEST(Reduce, NaNPropagatesThroughMaxMinAndSum) {
   const double nan = std::nan("");
   for (DType dtype : {DType::f32, DType::f64}) {
