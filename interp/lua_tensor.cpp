@@ -181,11 +181,19 @@ SourceLocation lua_location(void* user) {
   return {last_chunk, info.currentline};
 }
 
+// Forcing a young collection (LUA_GCSTEP with 0) first zeroes the
+// collector's debt, and the debt is what triggers its major collections: a
+// loop with a barrier every step would never run one, and objects that grew
+// old would pile up. So we do what Lua's default major multiplier (100%)
+// would: a full collection once the heap has doubled since the last one.
 void collect_lua_garbage(void* user, bool full) {
   auto* L = static_cast<lua_State*>(user);
   if (!L) return;
-  if (full) {
+  Context* context = tensor_context(L);
+  const int heap_kb = lua_gc(L, LUA_GCCOUNT);
+  if (full || heap_kb > 2 * context->host_heap_after_full_kb) {
     lua_gc(L, LUA_GCCOLLECT);
+    context->host_heap_after_full_kb = lua_gc(L, LUA_GCCOUNT);
   } else {
     lua_gc(L, LUA_GCSTEP, 0);  // in generational mode: a young collection
   }

@@ -107,6 +107,7 @@ class Context : public RefCounted {
   // Runs the host's garbage collector (a quick young collection, or a full
   // one), so that tensors nobody can reach are not outputs of a barrier.
   void (*collect_garbage)(void* user, bool full) = nullptr;
+  int host_heap_after_full_kb = 0;  // for the host's collector policy
   void* collect_garbage_user = nullptr;
 
   // Interned chunk names for SourceLocation.

@@ -61,6 +61,30 @@ Tensor wrap(const Tensor& like, Array data) {
   return make_tensor(context_of(like), data);
 }
 
+TensorImpl* storage_owner(const Tensor& t) { return t->is_lazy_view() ? t->base.get() : t.get(); }
+
+// An eager view shares its base's memory. Both are marked, so that lazy mode
+// later writes into them eagerly (see write_eagerly).
+Tensor wrap_view(const Tensor& base, Array data) {
+  Tensor view = wrap(base, data);
+  if (data.buffer == eager_data(base).buffer) {
+    view->shares_storage = true;
+    storage_owner(base)->shares_storage = true;
+  }
+  return view;
+}
+
+// Lazy mode cannot follow memory shared through eager views: an in-place
+// op on such a tensor syncs every pending value (so no graph reads memory
+// after it changed) and then writes eagerly, as eager mode would.
+bool write_eagerly(const Tensor& self) {
+  if (self->context->eager) return true;
+  if (!storage_owner(self)->shares_storage) return false;
+  Context* context = context_of(self);
+  context->sync(context->pending_tensors(), SyncCause::eager_op);
+  return true;
+}
+
 Tensor record(Context* context, Op op, uint8_t sub_op, const Array& meta,
               std::vector<NodeRef> inputs, const Attrs& attrs = {}) {
   context->metrics.ops_recorded++;
@@ -217,6 +241,8 @@ NodeRef value_of(const Tensor& t) {
     return value;
   }
   if (t->pending) return t->pending;
+  // Memory shared with eager views may change under the node: no caching.
+  if (t->shares_storage) return make_parameter(t->data, t->context->current_location());
   if (!t->data_node) t->data_node = make_parameter(t->data, t->context->current_location());
   return t->data_node;
 }
@@ -341,7 +367,7 @@ Tensor clone(const Tensor& a) {
 // ---- In place ----
 
 void unary_(UnaryOp op, const Tensor& self) {
-  if (self->context->eager) return ops::unary_(op, eager_target(self));
+  if (write_eagerly(self)) return ops::unary_(op, eager_target(self));
   {
     MetaScope scope;
     ops::unary_(op, meta(self));
@@ -352,7 +378,7 @@ void unary_(UnaryOp op, const Tensor& self) {
 }
 
 void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
-  if (self->context->eager) return ops::binary_(op, eager_target(self), eager_data(other));
+  if (write_eagerly(self)) return ops::binary_(op, eager_target(self), eager_data(other));
   Array m;
   {
     MetaScope scope;
@@ -364,7 +390,7 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
 }
 
 void binary_(BinaryOp op, const Tensor& self, ops::Scalar other) {
-  if (self->context->eager) return ops::binary_(op, eager_target(self), other);
+  if (write_eagerly(self)) return ops::binary_(op, eager_target(self), other);
   Array m;
   {
     MetaScope scope;
@@ -379,7 +405,7 @@ void binary_(BinaryOp op, const Tensor& self, ops::Scalar other) {
 }
 
 void clamp_(const Tensor& self, std::optional<ops::Scalar> low, std::optional<ops::Scalar> high) {
-  if (self->context->eager) return ops::clamp_(eager_target(self), low, high);
+  if (write_eagerly(self)) return ops::clamp_(eager_target(self), low, high);
   {
     MetaScope scope;
     ops::clamp_(meta(self), low, high);
@@ -388,7 +414,7 @@ void clamp_(const Tensor& self, std::optional<ops::Scalar> low, std::optional<op
 }
 
 void fill_(const Tensor& self, ops::Scalar value) {
-  if (self->context->eager) return ops::fill_(eager_target(self), value);
+  if (write_eagerly(self)) return ops::fill_(eager_target(self), value);
   {
     MetaScope scope;
     ops::fill_(meta(self), value);
@@ -398,7 +424,7 @@ void fill_(const Tensor& self, ops::Scalar value) {
 }
 
 void copy_(const Tensor& self, const Tensor& source) {
-  if (self->context->eager) return ops::copy_(eager_target(self), eager_data(source));
+  if (write_eagerly(self)) return ops::copy_(eager_target(self), eager_data(source));
   {
     MetaScope scope;
     ops::copy_(meta(self), meta(source));
@@ -512,17 +538,17 @@ Tensor reshape_or_copy(const Tensor& a, const Shape& target, bool must_be_view) 
 }  // namespace
 
 Tensor view(const Tensor& a, const Shape& shape) {
-  if (a->context->eager) return wrap(a, ops::view(eager_data(a), shape));
+  if (a->context->eager) return wrap_view(a, ops::view(eager_data(a), shape));
   return reshape_or_copy(a, ops::infer_shape(shape, numel(a->shape), "view"), true);
 }
 
 Tensor reshape(const Tensor& a, const Shape& shape) {
-  if (a->context->eager) return wrap(a, ops::reshape(eager_data(a), shape));
+  if (a->context->eager) return wrap_view(a, ops::reshape(eager_data(a), shape));
   return reshape_or_copy(a, ops::infer_shape(shape, numel(a->shape), "reshape"), false);
 }
 
 Tensor transpose(const Tensor& a, int dim_a, int dim_b) {
-  if (a->context->eager) return wrap(a, ops::transpose(eager_data(a), dim_a, dim_b));
+  if (a->context->eager) return wrap_view(a, ops::transpose(eager_data(a), dim_a, dim_b));
   if (a->shape.rank() == 0) return a;
   std::vector<int> order(a->shape.rank());
   for (int i = 0; i < a->shape.rank(); i++) order[i] = i;
@@ -531,7 +557,7 @@ Tensor transpose(const Tensor& a, int dim_a, int dim_b) {
 }
 
 Tensor permute(const Tensor& a, const std::vector<int>& order) {
-  if (a->context->eager) return wrap(a, ops::permute(eager_data(a), order));
+  if (a->context->eager) return wrap_view(a, ops::permute(eager_data(a), order));
   const Array layout = ops::permute(meta(a), order);
   ViewStep step = step_of(Op::permute, layout.shape);
   for (size_t i = 0; i < order.size(); i++) step.attrs[i] = order[i];
@@ -539,37 +565,37 @@ Tensor permute(const Tensor& a, const std::vector<int>& order) {
 }
 
 Tensor narrow(const Tensor& a, int dim, int64_t start, int64_t length) {
-  if (a->context->eager) return wrap(a, ops::narrow(eager_data(a), dim, start, length));
+  if (a->context->eager) return wrap_view(a, ops::narrow(eager_data(a), dim, start, length));
   const Array layout = ops::narrow(meta(a), dim, start, length);
   return make_view(a, step_of(Op::slice, layout.shape, {dim, start, length}), layout);
 }
 
 Tensor select(const Tensor& a, int dim, int64_t index) {
-  if (a->context->eager) return wrap(a, ops::select(eager_data(a), dim, index));
+  if (a->context->eager) return wrap_view(a, ops::select(eager_data(a), dim, index));
   const Array layout = ops::select(meta(a), dim, index);
   return make_view(a, step_of(Op::select, layout.shape, {dim, index}), layout);
 }
 
 Tensor squeeze(const Tensor& a, std::optional<int> dim) {
-  if (a->context->eager) return wrap(a, ops::squeeze(eager_data(a), dim));
+  if (a->context->eager) return wrap_view(a, ops::squeeze(eager_data(a), dim));
   const Array layout = ops::squeeze(meta(a), dim);
   return make_view(a, step_of(Op::reshape, layout.shape), layout);
 }
 
 Tensor unsqueeze(const Tensor& a, int dim) {
-  if (a->context->eager) return wrap(a, ops::unsqueeze(eager_data(a), dim));
+  if (a->context->eager) return wrap_view(a, ops::unsqueeze(eager_data(a), dim));
   const Array layout = ops::unsqueeze(meta(a), dim);
   return make_view(a, step_of(Op::reshape, layout.shape), layout);
 }
 
 Tensor expand(const Tensor& a, const Shape& shape) {
-  if (a->context->eager) return wrap(a, ops::expand(eager_data(a), shape));
+  if (a->context->eager) return wrap_view(a, ops::expand(eager_data(a), shape));
   const Array layout = ops::expand(meta(a), shape);
   return make_view(a, step_of(Op::expand, layout.shape), layout);
 }
 
 Tensor flatten(const Tensor& a, int start_dim, int end_dim) {
-  if (a->context->eager) return wrap(a, ops::flatten(eager_data(a), start_dim, end_dim));
+  if (a->context->eager) return wrap_view(a, ops::flatten(eager_data(a), start_dim, end_dim));
   Array shape_only;
   {
     MetaScope scope;
@@ -579,7 +605,7 @@ Tensor flatten(const Tensor& a, int start_dim, int end_dim) {
 }
 
 Tensor contiguous(const Tensor& a) {
-  if (a->context->eager) return wrap(a, contiguous(eager_data(a)));
+  if (a->context->eager) return wrap_view(a, contiguous(eager_data(a)));
   if (meta(a).is_contiguous()) return a;
   return Tensor(new TensorImpl(context_of(a), value_of(a)));
 }

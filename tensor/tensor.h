@@ -46,6 +46,8 @@ class TensorImpl : public RefCounted {
   Array layout;  // a lazy view's strides and offset into its base (no memory)
   NodeRef view_cache, view_cache_base;
 
+  // Its data shares memory with another tensor's through an eager-mode view.
+  bool shares_storage = false;
   // Set when a sync failed to compute this tensor: using it raises this.
   std::string error;
 
