@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -72,17 +73,20 @@ class TemporaryHome {
 // expect() searches for text after what earlier expect() calls consumed.
 class ReplSession {
  public:
+  // `history_variable`: the value of LAZYLUA_HISTORY; kHomeHistory for the
+  // test's own file, nullopt to leave the variable unset.
+  static constexpr const char* kHomeHistory = "<home>/history";
   explicit ReplSession(const TemporaryHome& home, std::vector<std::string> arguments = {},
-                       std::string history_file = "")
-      : history_file_(history_file.empty() ? home.history_file() : history_file) {
+                       std::optional<std::string> history_variable = kHomeHistory) {
     // Build everything the child needs before fork: after fork it only execs.
     std::vector<std::string> environment = {
         "HOME=" + home.path(),
-        "LAZYLUA_HISTORY=" + history_file_,
         "TERM=dumb",
         "PATH=/usr/bin:/bin",
         "LAZYLUA_CACHE_DIR=" + home.path() + "/cache",
     };
+    if (history_variable == kHomeHistory) history_variable = home.history_file();
+    if (history_variable) environment.push_back("LAZYLUA_HISTORY=" + *history_variable);
     std::vector<std::string> argv_strings = {LAZYLUA_BINARY};
     argv_strings.insert(argv_strings.end(), arguments.begin(), arguments.end());
     std::vector<char*> argv;
@@ -196,7 +200,6 @@ class ReplSession {
     }
   }
 
-  std::string history_file_;
   int master_fd_ = -1;
   pid_t pid_ = -1;
   bool exited_ = false;
@@ -263,22 +266,24 @@ TEST(ReplPty, CtrlCInterruptsRunningChunk) {
   TemporaryHome home;
   ReplSession repl(home);
   ASSERT_TRUE(repl.expect("> "));
-  repl.send("while true do end\r");
-  ASSERT_TRUE(repl.expect("while true do end\r\n"));
-  // Let the loop start running (the line is accepted before the chunk runs).
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The chunk says when it runs, so Ctrl-C surely reaches the running loop.
+  repl.send("io.write('spin', 'ning\\n') while true do end\r");
+  ASSERT_TRUE(repl.expect("spinning\r\n"));
   repl.send("\x03");
   ASSERT_TRUE(repl.expect("interrupted!"));
   ASSERT_TRUE(repl.expect("stack traceback:"));
   ASSERT_TRUE(repl.expect("> "));
   repl.send("print(40+2)\r");
   ASSERT_TRUE(repl.expect("\r\n42\r\n> "));
-  // Interrupting again works too (the handler is reinstalled per chunk).
-  repl.send("for i = 1, math.huge do end\r");
-  ASSERT_TRUE(repl.expect("math.huge do end\r\n"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Interrupting again works too (the handler is reinstalled per chunk),
+  // also inside a function called from the chunk.
+  repl.send("function spin() io.write('spin', 'ning\\n') for i = 1, math.huge do end end\r");
+  ASSERT_TRUE(repl.expect("> "));
+  repl.send("spin()\r");
+  ASSERT_TRUE(repl.expect("spinning\r\n"));
   repl.send("\x03");
   ASSERT_TRUE(repl.expect("interrupted!"));
+  ASSERT_TRUE(repl.expect("in function 'spin'"));
   ASSERT_TRUE(repl.expect("> "));
   repl.send("print('alive')\r");
   ASSERT_TRUE(repl.expect("\r\nalive\r\n> "));
@@ -398,6 +403,32 @@ TEST(ReplPty, UnusableHistoryPathIsIgnored) {
   repl.send("\x04");
   EXPECT_TRUE(exited_with(repl.wait_exit(), 0));
   EXPECT_FALSE(fs::exists(home.path() + "/no"));
+}
+
+TEST(ReplPty, EmptyHistoryVariableMeansNoHistoryFile) {
+  TemporaryHome home;
+  ReplSession repl(home, {}, std::string());
+  ASSERT_TRUE(repl.expect("> "));
+  repl.send("=2+3\r");
+  ASSERT_TRUE(repl.expect("\r\n5\r\n> "));
+  repl.send("\x04");
+  EXPECT_TRUE(exited_with(repl.wait_exit(), 0));
+  EXPECT_FALSE(fs::exists(home.path() + "/.lazylua_history"));
+  EXPECT_FALSE(fs::exists(home.history_file()));
+}
+
+TEST(ReplPty, DefaultHistoryFileIsInHome) {
+  TemporaryHome home;
+  {
+    ReplSession repl(home, {}, std::nullopt);
+    ASSERT_TRUE(repl.expect("> "));
+    repl.send("default_history_line = 1\r");
+    ASSERT_TRUE(repl.expect("\r\n> "));
+    repl.send("\x04");
+    EXPECT_TRUE(exited_with(repl.wait_exit(), 0));
+  }
+  std::string history = read_file(home.path() + "/.lazylua_history");
+  EXPECT_NE(history.find("default_history_line = 1"), std::string::npos) << history;
 }
 
 TEST(ReplPty, CtrlDExitsWithStatusZero) {
