@@ -163,12 +163,21 @@ int tensor_le(lua_State* L) {
   return 1;
 }
 
-// Where the running Lua code is: the function that called the tensor
-// function (level 1). The chunk name is interned once per source string.
+// The nearest Lua function on the stack above the running C function: for
+// print(t), whose __tostring is ours, that is the caller of print.
+bool nearest_lua_frame(lua_State* L, lua_Debug* info) {
+  for (int level = 1; level < 16 && lua_getstack(L, level, info); level++) {
+    if (lua_getinfo(L, "Sl", info) && info->currentline > 0) return true;
+  }
+  return false;
+}
+
+// Where the running Lua code is. The chunk name is interned once per source
+// string.
 SourceLocation lua_location(void* user) {
   auto* L = static_cast<lua_State*>(user);
   lua_Debug info;
-  if (!L || !lua_getstack(L, 1, &info) || !lua_getinfo(L, "Sl", &info)) return {};
+  if (!L || !nearest_lua_frame(L, &info)) return {};
   Context* context = tensor_context(L);
   thread_local const char* last_source = nullptr;
   thread_local const char* last_chunk = nullptr;
@@ -333,9 +342,12 @@ int run_guarded(lua_State* L, Body body) {
   } catch (const std::exception& error) {
     std::snprintf(message, sizeof message, "%s", error.what());
   }
-  luaL_where(L, 1);
-  lua_pushstring(L, message);
-  lua_concat(L, 2);
+  lua_Debug info;
+  if (nearest_lua_frame(L, &info)) {
+    lua_pushfstring(L, "%s:%d: %s", info.short_src, info.currentline, message);
+  } else {
+    lua_pushstring(L, message);
+  }
   return lua_error(L);
 }
 
