@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "dtype.h"
+#include "object_pool.h"
 #include "ref.h"
 #include "shape.h"
 
@@ -17,6 +18,7 @@ namespace lazylua {
 
 class Buffer : public RefCounted {
  public:
+  LAZYLUA_POOLED_OBJECT
   // Uninitialized memory from the caching allocator.
   explicit Buffer(size_t nbytes);
   // Host memory lent to lazylua; `release` runs when the last reference goes.

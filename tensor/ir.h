@@ -12,6 +12,7 @@
 
 #include "array.h"
 #include "eager_ops.h"
+#include "object_pool.h"
 
 namespace lazylua {
 
@@ -69,6 +70,7 @@ using NodeRef = Ref<Node>;
 
 class Node : public RefCounted {
  public:
+  LAZYLUA_POOLED_OBJECT
   Op op;
   uint8_t sub_op = 0;
   DType dtype;

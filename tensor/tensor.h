@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "context.h"
+#include "object_pool.h"
 #include "ir.h"
 
 namespace lazylua {
@@ -27,6 +28,7 @@ struct ViewStep {
 
 class TensorImpl : public RefCounted {
  public:
+  LAZYLUA_POOLED_OBJECT
   TensorImpl(Context* context, Array data);       // a data tensor
   TensorImpl(Context* context, NodeRef pending);  // a lazy result
   ~TensorImpl();

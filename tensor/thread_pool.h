@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace lazylua {
 
@@ -30,9 +31,10 @@ void parallel_for(int64_t n, int64_t grain, F&& body) {
     if (n > 0) body(int64_t{0}, n);
     return;
   }
+  using Body = std::remove_reference_t<F>;
   parallel_for_raw(
       n, grain,
-      [](void* context, int64_t begin, int64_t end) { (*static_cast<F*>(context))(begin, end); },
+      [](void* context, int64_t begin, int64_t end) { (*static_cast<Body*>(context))(begin, end); },
       &body);
 }
 
