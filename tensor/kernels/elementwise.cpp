@@ -162,7 +162,9 @@ void same_type_copy(const Array& src, const Array& dst) {
     const int64_t src_stride = plan.inner_strides()[1];
     run_rows(plan, kElementwiseGrain, [&](char* const* pointers, int64_t count) {
       if (dst_stride == sizeof(T) && src_stride == sizeof(T)) {
-        std::memcpy(pointers[0], pointers[1], count * sizeof(T));
+        // copy_(t, t) reaches here with both sides equal: memcpy on
+        // overlapping memory is undefined, and there is nothing to move.
+        if (pointers[0] != pointers[1]) std::memcpy(pointers[0], pointers[1], count * sizeof(T));
       } else if (dst_stride == sizeof(T) && src_stride == 0) {
         const T value = *reinterpret_cast<const T*>(pointers[1]);
         T* output = reinterpret_cast<T*>(pointers[0]);

@@ -633,6 +633,10 @@ TEST(Elementwise, CopyLayouts) {
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
         << shape_string(src.shape);
   }
+  // Copying an array onto itself (copy_(t, t)) changes nothing.
+  const std::vector<float> before = to_values<float>(base);
+  copy_kernel(base, base);
+  EXPECT_EQ(0, std::memcmp(to_values<float>(base).data(), before.data(), before.size() * 4));
   // Empty arrays are no-ops.
   const Array empty = Array::empty(Shape{0, 5}, DType::f32);
   copy_kernel(empty, empty);
