@@ -144,7 +144,9 @@ void Context::sync(const std::vector<TensorImpl*>& tensors, SyncCause cause) {
   std::vector<TensorImpl*> roots;
   for (TensorImpl* tensor : tensors) {
     TensorImpl* target = tensor->is_lazy_view() ? tensor->base.get() : tensor;
-    if (target->pending) roots.push_back(target);
+    // A tensor given twice, or with a view of it, is one root.
+    const bool seen = std::find(roots.begin(), roots.end(), target) != roots.end();
+    if (target->pending && !seen) roots.push_back(target);
   }
   run(std::move(roots), cause, false);
 }

@@ -248,9 +248,16 @@ void run_clamp(const Array& in, std::optional<Scalar> low, std::optional<Scalar>
                  high ? high->value : 0, out);
     return;
   }
+  // A bound beyond the dtype's range saturates (it must not wrap).
+  auto bound = [&](Scalar value) {
+    if (out.dtype == DType::i32) {
+      value.integer = std::clamp<int64_t>(value.integer, INT32_MIN, INT32_MAX);
+    }
+    return scalar_array(value, out.dtype);
+  };
   if (&in != &out) copy_kernel(in, out);
-  if (low) binary_kernel(BinaryOp::maximum, out, scalar_array(*low, out.dtype), out);
-  if (high) binary_kernel(BinaryOp::minimum, out, scalar_array(*high, out.dtype), out);
+  if (low) binary_kernel(BinaryOp::maximum, out, bound(*low), out);
+  if (high) binary_kernel(BinaryOp::minimum, out, bound(*high), out);
 }
 
 }  // namespace

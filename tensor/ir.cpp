@@ -158,11 +158,9 @@ NodeRef make_parameter(Array data, SourceLocation location) {
 }
 
 NodeRef make_scalar(ops::Scalar value, DType dtype, SourceLocation location) {
+  // The value converts to `dtype` when the graph runs, exactly as a fill
+  // would (0.5 into bool is true).
   const bool special = value.value == 0 || value.value == 1;
-  // Keep the exact value of the type it lands in, so that 1.0 and 1 agree.
-  if (!is_floating(dtype) && !value.is_integer) {
-    value = ops::Scalar::from_integer(static_cast<int64_t>(value.value));
-  }
   NodeRef node(new Node);
   node->op = special ? Op::constant : Op::scalar;
   node->dtype = dtype;

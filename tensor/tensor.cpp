@@ -74,12 +74,22 @@ Tensor wrap_view(const Tensor& base, Array data) {
   return view;
 }
 
-// Lazy mode cannot follow memory shared through eager views: an in-place
-// op on such a tensor syncs every pending value (so no graph reads memory
-// after it changed) and then writes eagerly, as eager mode would.
+bool has_expand_step(const Tensor& t) {
+  for (const ViewStep& step : t->steps) {
+    if (step.op == Op::expand) return true;
+  }
+  return false;
+}
+
+// Two kinds of write lazy mode leaves to eager code: into memory shared
+// through eager-mode views (which the graph cannot follow), and through an
+// expanded view (whose elements map back to the base many-to-one; eager
+// mode allows the write when the target itself has no repeated element).
+// Such an op syncs every pending value, so no graph reads memory after it
+// changed, and then writes as eager mode would.
 bool write_eagerly(const Tensor& self) {
   if (self->context->eager) return true;
-  if (!storage_owner(self)->shares_storage) return false;
+  if (!storage_owner(self)->shares_storage && !has_expand_step(self)) return false;
   Context* context = context_of(self);
   context->sync(context->pending_tensors(), SyncCause::eager_op);
   return true;
