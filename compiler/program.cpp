@@ -1,0 +1,120 @@
+// program.cpp - graphs into programs, and the reference interpreter of
+// programs.
+#include "compiler/program.h"
+
+namespace lazylua::compiler {
+
+const char* Instruction::name() const {
+  Node node;
+  node.op = op;
+  node.sub_op = sub_op;
+  node.attrs[1] = attrs.values[1];
+  return node.name();
+}
+
+Program program_from_graph(const Graph& graph) {
+  Program program;
+  program.instructions.reserve(graph.nodes.size());
+  int next_input = 0;
+  for (size_t i = 0; i < graph.nodes.size(); i++) {
+    const Node& node = *graph.nodes[i];
+    Instruction instruction;
+    instruction.dtype = node.dtype;
+    instruction.shape = node.shape;
+    instruction.location = node.location;
+    if (graph.is_leaf(static_cast<int>(i))) {
+      if (node.op == Op::constant) {
+        instruction.op = Op::constant;
+        instruction.constant = node.scalar;
+      } else {
+        // Data, a scalar, or the result of an earlier sync.
+        instruction.op = node.op == Op::scalar ? Op::scalar : Op::parameter;
+        instruction.input_index = next_input++;
+      }
+    } else {
+      instruction.op = node.op;
+      instruction.sub_op = node.sub_op;
+      instruction.attrs = Attrs(node.attrs, kMaxDims);
+      for (int k = graph.input_offsets[i]; k < graph.input_offsets[i + 1]; k++) {
+        instruction.inputs.push_back(graph.input_positions[k]);
+      }
+    }
+    program.instructions.push_back(std::move(instruction));
+  }
+  program.outputs = graph.outputs;
+  program.input_count = next_input;
+  return program;
+}
+
+std::vector<Array> program_inputs(const Graph& graph) {
+  std::vector<Array> inputs;
+  inputs.reserve(graph.parameters.size());
+  for (int position : graph.parameters) {
+    const Node& node = *graph.nodes[position];
+    if (node.result.defined()) {
+      inputs.push_back(node.result);
+    } else if (node.op == Op::scalar) {
+      inputs.push_back(ops::full(Shape{}, node.scalar, node.dtype));
+    } else {
+      inputs.push_back(node.data);
+    }
+  }
+  return inputs;
+}
+
+Array evaluate_instruction(const Instruction& instruction, const std::vector<Array>& inputs) {
+  Node node;
+  node.op = instruction.op;
+  node.sub_op = instruction.sub_op;
+  node.dtype = instruction.dtype;
+  node.shape = instruction.shape;
+  std::copy(instruction.attrs.values, instruction.attrs.values + kMaxDims, node.attrs);
+  node.scalar = instruction.constant;
+  return evaluate_node(node, inputs);
+}
+
+std::vector<Array> interpret(const Program& program, const std::vector<Array>& inputs) {
+  std::vector<Array> values(program.instructions.size());
+  std::vector<Array> arguments;
+  for (size_t i = 0; i < program.instructions.size(); i++) {
+    const Instruction& instruction = program.instructions[i];
+    if (instruction.op == Op::parameter || instruction.op == Op::scalar) {
+      values[i] = inputs.at(instruction.input_index);
+      continue;
+    }
+    arguments.clear();
+    for (int input : instruction.inputs) arguments.push_back(values[input]);
+    values[i] = evaluate_instruction(instruction, arguments);
+  }
+  std::vector<Array> outputs;
+  for (int output : program.outputs) outputs.push_back(values[output]);
+  return outputs;
+}
+
+std::string Program::text() const {
+  std::string text;
+  for (size_t i = 0; i < instructions.size(); i++) {
+    const Instruction& instruction = instructions[i];
+    std::string type = dtype_name(instruction.dtype);
+    type += shape_string(instruction.shape);
+    std::string line = fmt::format("%{} = {} ", i, type);
+    if (instruction.op == Op::constant) {
+      line += fmt::format("constant({})", instruction.constant.value);
+    } else if (instruction.is_leaf()) {
+      line += fmt::format("{}({})", op_name(instruction.op), instruction.input_index);
+    } else {
+      line += instruction.name();
+      line += "(";
+      for (size_t k = 0; k < instruction.inputs.size(); k++) {
+        line += (k ? ", %" : "%") + std::to_string(instruction.inputs[k]);
+      }
+      line += ")";
+    }
+    text += fmt::format("{:<48} -- {}\n", line, location_string(instruction.location));
+  }
+  text += "outputs:";
+  for (int output : outputs) text += " %" + std::to_string(output);
+  return text + "\n";
+}
+
+}  // namespace lazylua::compiler
