@@ -1,0 +1,62 @@
+// plan.h - how a compiled program runs: buffers ("slots"), and steps that
+// fill them (a generated C kernel, a BLAS product, or an eager kernel for an
+// op the compiler does not lower).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/program.h"
+
+namespace lazylua::compiler {
+
+// A buffer that holds one instruction's value while the plan runs: always
+// contiguous and row-major. Inputs are the run's inputs (parameters and
+// scalars, made contiguous by the executor); the others are allocated by the
+// executor before the step that writes them.
+struct Slot {
+  DType dtype;
+  Shape shape;
+  int instruction = -1;  // the Program instruction whose value this is
+  int input_index = -1;  // >= 0: this slot is run input number input_index
+};
+
+// The C signature of every generated kernel:
+//   int NAME(char* const* buffers, int64_t begin, int64_t end);
+// `buffers[k]` is the data of slot `Step::slots[k]`; the kernel does the
+// iterations [begin, end) of its outer loop (the executor splits
+// [0, Step::iterations) across threads, at least Step::grain per chunk).
+// It returns 0, or an error code made by error_code() below.
+enum class KernelError : int { integer_divide_by_zero = 1, integer_modulo_by_zero = 2 };
+constexpr int error_code(int instruction, KernelError error) {
+  return (instruction + 1) * 8 + static_cast<int>(error);
+}
+
+struct Step {
+  enum class Kind { kernel, matmul, reference };
+  Kind kind = Kind::reference;
+  std::string function;      // kernel: the C function's name in Plan::source
+  int64_t iterations = 0;    // kernel: trip count of the outer loop
+  int64_t grain = 1;         // kernel: fewest iterations worth a thread
+  std::vector<int> slots;    // kernel: its buffers in argument order;
+                             // matmul/reference: input slots, then the output slot
+  int instruction = -1;      // matmul/reference: the instruction computed;
+                             // kernel: the first instruction it covers
+};
+
+struct Plan {
+  std::vector<Slot> slots;
+  std::vector<Step> steps;     // in order
+  std::vector<int> outputs;    // the slot of each Program output, in order
+  std::string source;          // C source of every kernel (empty if none)
+  int kernel_count = 0;
+  std::string summary;         // one line: ops and shapes, for cache records
+};
+
+// Fusion and code generation: groups the program's instructions into steps
+// (compiler/fuse.cpp) and writes the C source of the kernel steps
+// (compiler/codegen.cpp). Never fails: an instruction it cannot lower
+// becomes a reference step.
+Plan plan_program(const Program& program);
+
+}  // namespace lazylua::compiler
