@@ -201,7 +201,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   std::vector<Array> outputs;
   const auto execute_start = std::chrono::steady_clock::now();
   try {
-    outputs = executor->run(graph);
+    outputs = executor->run(graph, metrics);
   } catch (const ExecutionError& error) {
     // The roots that need the failed node can never be computed: they keep
     // the error, so later syncs do not fail again on them.

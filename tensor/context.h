@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -61,8 +62,8 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Returns the values of graph.outputs, in order. Errors raised by a node
-  // are ExecutionErrors naming it.
-  virtual std::vector<Array> run(const Graph& graph) = 0;
+  // are ExecutionErrors naming it. Counts what it did in `metrics`.
+  virtual std::vector<Array> run(const Graph& graph, Metrics& metrics) = 0;
 };
 std::unique_ptr<Executor> make_reference_executor();
 
@@ -85,6 +86,17 @@ struct Metrics {
   int64_t barrier_collections = 0;  // garbage collections run at a barrier
   double execute_seconds = 0;
   double sync_seconds = 0;  // whole syncs: extraction, key, execution, binding
+
+  // Filled by the compiler's executor (compiler/native_executor.cpp).
+  int64_t compiles = 0;            // programs built into native code
+  double compile_seconds = 0;      // their build time (on the compile thread)
+  int64_t memory_cache_hits = 0;   // runs of a program compiled before
+  int64_t disk_cache_hits = 0;     // programs loaded from the disk cache
+  int64_t native_runs = 0;         // graphs run by native code
+  int64_t interpreted_runs = 0;    // graphs run by the reference interpreter
+  int64_t kernels = 0;             // kernels in the last native plan
+  int64_t fallbacks = 0;           // reference steps run inside native plans
+  std::map<std::string, int64_t> fallbacks_by_op;
 };
 
 class Context : public RefCounted {

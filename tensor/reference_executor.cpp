@@ -8,7 +8,8 @@ namespace {
 
 class ReferenceExecutor final : public Executor {
  public:
-  std::vector<Array> run(const Graph& graph) override {
+  std::vector<Array> run(const Graph& graph, Metrics& metrics) override {
+    metrics.interpreted_runs++;
     const int count = static_cast<int>(graph.nodes.size());
     // Each value is freed after its last use, so buffers go back to the
     // caching allocator while the walk goes on.
