@@ -56,6 +56,11 @@ struct Graph {
   }
 };
 
+struct Metrics {
+  int64_t ops_recorded = 0;
+  int64_t syncs = 0;
+  int64_t syncs_by_cause[kSyncCauseCount] = {};
+
 // Runs an extracted graph. The reference executor (reference_executor.cpp)
 // walks it with the eager kernels; the compiler provides a native one.
 class Executor {
@@ -75,10 +80,6 @@ class ExecutionError : public Error {
   int node;
 };
 
-struct Metrics {
-  int64_t ops_recorded = 0;
-  int64_t syncs = 0;
-  int64_t syncs_by_cause[kSyncCauseCount] = {};
   int64_t graphs_executed = 0;
   int64_t nodes_executed = 0;
   int64_t key_hits = 0;             // a graph whose key had been executed before
