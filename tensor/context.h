@@ -60,26 +60,6 @@ struct Metrics {
   int64_t ops_recorded = 0;
   int64_t syncs = 0;
   int64_t syncs_by_cause[kSyncCauseCount] = {};
-
-// Runs an extracted graph. The reference executor (reference_executor.cpp)
-// walks it with the eager kernels; the compiler provides a native one.
-class Executor {
- public:
-  virtual ~Executor() = default;
-  // Returns the values of graph.outputs, in order. Errors raised by a node
-  // are ExecutionErrors naming it. Counts what it did in `metrics`.
-  virtual std::vector<Array> run(const Graph& graph, Metrics& metrics) = 0;
-};
-std::unique_ptr<Executor> make_reference_executor();
-
-// An Error raised while computing a graph; `node` is its position.
-class ExecutionError : public Error {
- public:
-  ExecutionError(const std::string& message, int failed_node)
-      : Error(message), node(failed_node) {}
-  int node;
-};
-
   int64_t graphs_executed = 0;
   int64_t nodes_executed = 0;
   int64_t key_hits = 0;             // a graph whose key had been executed before
@@ -98,6 +78,25 @@ class ExecutionError : public Error {
   int64_t kernels = 0;             // kernels in the last native plan
   int64_t fallbacks = 0;           // reference steps run inside native plans
   std::map<std::string, int64_t> fallbacks_by_op;
+};
+
+// Runs an extracted graph. The reference executor (reference_executor.cpp)
+// walks it with the eager kernels; the compiler provides a native one.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Returns the values of graph.outputs, in order. Errors raised by a node
+  // are ExecutionErrors naming it. Counts what it did in `metrics`.
+  virtual std::vector<Array> run(const Graph& graph, Metrics& metrics) = 0;
+};
+std::unique_ptr<Executor> make_reference_executor();
+
+// An Error raised while computing a graph; `node` is its position.
+class ExecutionError : public Error {
+ public:
+  ExecutionError(const std::string& message, int failed_node)
+      : Error(message), node(failed_node) {}
+  int node;
 };
 
 class Context : public RefCounted {
