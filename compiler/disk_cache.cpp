@@ -1,0 +1,251 @@
+// disk_cache.cpp - compiled graphs kept on disk; see disk_cache.h for the rules.
+#include "compiler/disk_cache.h"
+
+#include <dirent.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+#include "compiler/cache_entry.pb.h"
+
+namespace lazylua::compiler {
+
+namespace {
+
+// Temporaries older than this were left by a process that died mid-build
+// (a build takes well under a second); younger ones may be in use.
+constexpr time_t kStaleTemporarySeconds = 3600;
+
+// mkdir -p. Mode 0700: the cache holds code we will run, so it is nobody
+// else's to write (XDG also asks for 0700).
+bool make_directories(const std::string& path, std::string* error) {
+  for (size_t end = 1; end <= path.size(); ++end) {
+    if (end < path.size() && path[end] != '/') continue;
+    std::string prefix = path.substr(0, end);
+    if (mkdir(prefix.c_str(), 0700) == 0 || errno == EEXIST) continue;
+    int mkdir_error = errno;
+    struct stat info;
+    if (stat(prefix.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) continue;
+    *error = "cannot create " + prefix + ": " + errno_text(mkdir_error);
+    return false;
+  }
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0) {
+    *error = "cannot use " + path + ": " + errno_text(errno);
+    return false;
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    *error = path + " is not a directory";
+    return false;
+  }
+  return true;
+}
+
+// Whether we can create files in `directory`: trying is the only reliable
+// test (access() ignores read-only mounts for root, and ACLs in general).
+bool can_write_in(const std::string& directory, std::string* error) {
+  std::string probe = unique_temp_path(directory + "/write-check");
+  if (!write_new_file(probe, "", error)) return false;
+  unlink(probe.c_str());
+  return true;
+}
+
+std::string home_directory() {
+  if (const char* home = std::getenv("HOME"); home && *home) return home;
+  struct passwd entry;
+  struct passwd* found = nullptr;
+  char buffer[4096];
+  if (getpwuid_r(getuid(), &entry, buffer, sizeof buffer, &found) == 0 && found && found->pw_dir &&
+      *found->pw_dir) {
+    return found->pw_dir;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string default_cache_directory() {
+  if (const char* chosen = std::getenv("LAZYLUA_CACHE_DIR"); chosen && *chosen) return chosen;
+  // XDG says a relative XDG_CACHE_HOME is invalid and must be ignored.
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && xdg[0] == '/') {
+    return std::string(xdg) + "/lazylua";
+  }
+  std::string home = home_directory();
+  return home.empty() ? "" : home + "/.cache/lazylua";
+}
+
+DiskCache& DiskCache::instance() {
+  // Must not call toolchain(): toolchain() asks for this cache's directory.
+  static DiskCache cache(default_cache_directory());
+  return cache;
+}
+
+DiskCache::DiskCache(std::string directory) : directory_(std::move(directory)) {
+  try {
+    while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
+    if (directory_.empty()) {
+      why_disabled_ = "no cache directory (set LAZYLUA_CACHE_DIR or HOME)";
+      return;
+    }
+    std::string error;
+    if (!make_directories(directory_, &error) || !can_write_in(directory_, &error)) {
+      why_disabled_ = "the disk cache is off: " + error;
+      return;
+    }
+    enabled_ = true;
+  } catch (const std::exception& exception) {
+    enabled_ = false;
+    why_disabled_ = std::string("the disk cache is off: ") + exception.what();
+  }
+}
+
+std::string DiskCache::entry_stem(uint64_t key) const {
+  const std::string& identity = toolchain().identity;
+  uint64_t identity_hash = fnv1a_64(identity.data(), identity.size());
+  char name[48];
+  std::snprintf(name, sizeof name, "/%016llx-%08x", static_cast<unsigned long long>(key),
+                static_cast<unsigned>((identity_hash ^ (identity_hash >> 32)) & 0xffffffffu));
+  return directory_ + name;
+}
+
+std::string DiskCache::object_path(uint64_t key) const {
+  return entry_stem(key) + ".so";
+}
+std::string DiskCache::record_path(uint64_t key) const {
+  return entry_stem(key) + ".rec";
+}
+
+void DiskCache::remove_entry(uint64_t key) const {
+  // Record first: a record without its object would be a wasted read, an
+  // object without a record is a plain miss.
+  std::string stem = entry_stem(key);
+  unlink((stem + ".rec").c_str());
+  unlink((stem + ".so").c_str());
+}
+
+std::shared_ptr<Library> DiskCache::load(uint64_t key) {
+  if (!enabled_) return nullptr;
+  try {
+    const Toolchain& tool = toolchain();
+    if (!tool.works) return nullptr;
+    std::string stem = entry_stem(key);
+    std::string record_bytes, error;
+    bool missing = false;
+    if (!read_file(stem + ".rec", &record_bytes, &error, &missing)) {
+      // No record: never built, or another process is between its two
+      // renames. Either way not ours to delete.
+      if (!missing) remove_entry(key);
+      return nullptr;
+    }
+    cache::CacheEntry record;
+    bool valid = record.ParseFromString(record_bytes) &&
+                 record.format_version() == kCacheFormatVersion && record.key() == key &&
+                 record.toolchain_identity() == tool.identity;
+    std::string object;
+    if (valid) {
+      valid = read_file(stem + ".so", &object, &error) && object.size() == record.object_size() &&
+              fnv1a_64(object.data(), object.size()) == record.object_checksum();
+    }
+    if (!valid) {
+      remove_entry(key);
+      return nullptr;
+    }
+    // dlopen by the final name: the bytes there were just verified, and any
+    // later replacement is a complete file too (rename is atomic).
+    std::shared_ptr<Library> library = compiler::load(stem + ".so", &error);
+    if (!library) remove_entry(key);
+    return library;
+  } catch (const std::exception&) {  // bad_alloc: a miss
+    return nullptr;
+  }
+}
+
+std::shared_ptr<Library> DiskCache::build(uint64_t key, const std::string& source,
+                                          const std::string& graph_summary, std::string* error) {
+  try {
+    const Toolchain& tool = toolchain();
+    if (!tool.works) {
+      *error = tool.why_not;
+      return nullptr;
+    }
+    if (!enabled_) return build_in_private_directory(tool, source, error);
+    std::call_once(stale_cleanup_, [this] { remove_stale_temporaries(); });
+
+    std::string stem = entry_stem(key);
+    std::string object_file = stem + ".so";
+    std::string temporary_object = unique_temp_path(object_file);
+    std::string temporary_source = temporary_object + ".c";
+    std::string write_error;
+    if (!write_new_file(temporary_source, source, &write_error)) {
+      // The directory went away or filled up since we checked: still run.
+      return build_in_private_directory(tool, source, error);
+    }
+    bool compiled = compile_shared_object(tool, temporary_source, temporary_object, error);
+    unlink(temporary_source.c_str());
+    std::string object;
+    std::shared_ptr<Library> library;
+    if (compiled && read_file(temporary_object, &object, error)) {
+      // Loaded under the temporary name, before the rename: we run exactly
+      // the bytes we built and checksummed, whatever another process later
+      // does to object_file. (glibc matches a later dlopen of object_file to
+      // this mapping by inode, so load() in this process shares it.)
+      library = compiler::load(temporary_object, error);
+    }
+    if (!library) {
+      unlink(temporary_object.c_str());
+      return nullptr;
+    }
+    if (rename(temporary_object.c_str(), object_file.c_str()) != 0) {
+      unlink(temporary_object.c_str());
+      return library;  // works; just not cached
+    }
+
+    cache::CacheEntry record;
+    record.set_format_version(kCacheFormatVersion);
+    record.set_key(key);
+    record.set_toolchain_identity(tool.identity);
+    std::string command;
+    for (const std::string& word : tool.command) command += (command.empty() ? "" : " ") + word;
+    record.set_compiler_command(command);
+    for (const std::string& flag : tool.flags) record.add_flags(flag);
+    record.set_graph_summary(graph_summary);
+    record.set_object_size(object.size());
+    record.set_object_checksum(fnv1a_64(object.data(), object.size()));
+    record.set_created_unix_seconds(static_cast<int64_t>(std::time(nullptr)));
+    std::string record_bytes;
+    // Best effort: without its record the object is a miss, rebuilt next time.
+    if (record.SerializeToString(&record_bytes)) {
+      write_file_atomically(stem + ".rec", record_bytes, &write_error);
+    }
+    return library;
+  } catch (const std::exception& exception) {
+    *error = exception.what();
+    return nullptr;
+  }
+}
+
+// Runs once per process, on its first build (which costs far more than a
+// directory scan): removes temporaries that a crashed process left behind.
+void DiskCache::remove_stale_temporaries() const {
+  DIR* listing = opendir(directory_.c_str());
+  if (!listing) return;
+  time_t now = std::time(nullptr);
+  while (const dirent* entry = readdir(listing)) {
+    std::string name = entry->d_name;
+    if (!is_temp_name(name)) continue;
+    std::string path = directory_ + "/" + name;
+    struct stat info;
+    if (lstat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        now - info.st_mtime > kStaleTemporarySeconds) {
+      unlink(path.c_str());
+    }
+  }
+  closedir(listing);
+}
+
+}  // namespace lazylua::compiler

@@ -1,0 +1,88 @@
+// disk_cache.h - compiled graphs kept on disk across processes (DESIGN.md §5,
+// stage 6), so a second run of the same script compiles nothing.
+//
+// Example (the compile step of an executor, after the in-memory cache missed):
+//   DiskCache& cache = DiskCache::instance();
+//   std::shared_ptr<Library> library = cache.load(key);
+//   if (!library) library = cache.build(key, generate_c(graph), summary, &error);
+//   if (!library) fall_back_to_reference(error);
+//
+// Layout: <dir>/<16-hex key>-<8-hex toolchain hash>.so, the object, and .rec,
+// a CacheEntry record (cache_entry.proto) with the format version, key,
+// toolchain identity and flags, a graph summary, and the object's size and
+// FNV-1a checksum.
+//
+// Safety rules:
+// - Every file is written under a unique temporary name and renamed into
+//   place, the object before the record; so a complete record always names a
+//   complete object, and a reader that finds no record has a plain miss.
+// - load() trusts nothing: the record must parse and match (version, key,
+//   toolchain identity), the object must have the recorded size and checksum;
+//   otherwise both files are deleted and the caller compiles again.
+// - Processes sharing a directory may race on a key: each builds, each renames;
+//   builds of one source are byte-identical (see compile_shared_object), and a
+//   mismatch from any other cause is detected by the next load and rebuilt.
+// - A directory that cannot be created or written disables the disk cache:
+//   load() misses, build() builds in a private temporary directory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "compiler/toolchain.h"
+
+namespace lazylua::compiler {
+
+// Bumped when the record or the object's ABI changes: old entries then miss.
+constexpr uint32_t kCacheFormatVersion = 1;
+
+// LAZYLUA_CACHE_DIR, else $XDG_CACHE_HOME/lazylua, else ~/.cache/lazylua;
+// "" if none can be named (no HOME).
+std::string default_cache_directory();
+
+class DiskCache {
+ public:
+  // The process's cache, in default_cache_directory(). Thread-safe.
+  static DiskCache& instance();
+
+  // A cache in `directory`, created (mkdir -p, mode 0700) if missing; ""
+  // gives a disabled cache. Tests make their own; everyone else uses instance().
+  explicit DiskCache(std::string directory);
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  bool enabled() const { return enabled_; }
+  const std::string& directory() const { return directory_; }
+  // When !enabled(): why, for LAZYLUA_DEBUG.
+  const std::string& why_disabled() const { return why_disabled_; }
+
+  // The verified, loaded entry for `key`, or nullptr (a miss). A bad entry is
+  // deleted. Never compiles, never throws.
+  std::shared_ptr<Library> load(uint64_t key);
+
+  // Compiles `source` with toolchain(), stores it under `key` and returns it
+  // loaded; graph_summary (ops and shapes, for people reading the cache) goes
+  // into the record. When the cache is disabled or cannot be written it still
+  // builds and returns a library. nullptr + *error when the compiler fails or
+  // does not work. Never throws.
+  std::shared_ptr<Library> build(uint64_t key, const std::string& source,
+                                 const std::string& graph_summary, std::string* error);
+
+  // Where key's files live (with toolchain()'s identity).
+  std::string object_path(uint64_t key) const;
+  std::string record_path(uint64_t key) const;
+
+ private:
+  std::string entry_stem(uint64_t key) const;
+  void remove_entry(uint64_t key) const;
+  void remove_stale_temporaries() const;
+
+  std::string directory_;
+  bool enabled_ = false;
+  std::string why_disabled_;
+  std::once_flag stale_cleanup_;
+};
+
+}  // namespace lazylua::compiler

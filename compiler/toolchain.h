@@ -1,0 +1,126 @@
+// toolchain.h - the system C compiler: turns generated C into a shared object
+// and loads it with dlopen (DESIGN.md §5, stage 6).
+//
+// Example:
+//   const Toolchain& cc = toolchain();
+//   if (!cc.works) { say_once(cc.why_not); run_on_reference_kernels(); }
+//   std::string error;
+//   auto library = build_and_load("int add(int a, int b) { return a + b; }",
+//                                 "/tmp/add.so", &error);
+//   auto add = reinterpret_cast<int (*)(int, int)>(library->symbol("add"));
+//
+// Nothing here throws: failures come back as a null result plus a message.
+// Most callers want DiskCache (disk_cache.h), which builds through this file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lazylua::compiler {
+
+// The C compiler and the flags every generated object is built with.
+struct Toolchain {
+  std::vector<std::string> command;  // argv prefix, e.g. {"cc"} or {"ccache", "gcc"}
+  std::vector<std::string> flags;    // e.g. {"-O2", "-march=native", "-fPIC", "-shared", ...}
+  // "<command>: <first line of --version> | cpu: <model, feature hash> | <flags>".
+  // Part of every disk cache key: a different compiler, version, CPU (the flags
+  // say -march=native) or flag set never reuses an object.
+  std::string identity;
+  bool works = false;   // it ran, and built and loaded a trivial shared object
+  std::string why_not;  // when !works: what failed, in words for the user
+};
+
+// The process's toolchain: LAZYLUA_CC (default "cc") with the default flags
+// plus LAZYLUA_CFLAGS. Found on first use and then fixed for the process.
+// The first use runs `cc --version` (a few ms); the build-and-load check runs
+// only when no earlier process left a verdict for this identity in the disk
+// cache directory, so a process whose graphs all hit the disk cache compiles
+// nothing. Thread-safe; never throws.
+const Toolchain& toolchain();
+
+// What toolchain() does, for an explicit compiler. command_line is split on
+// blanks (like make's CC) unless it names an executable file as a whole.
+// verdict_directory: where a passed check is remembered ("" = always check).
+Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
+                         const std::string& verdict_directory);
+
+// A loaded shared object. dlclose runs when the last reference goes, so keep
+// the Library alive while any function pointer from it may still be called.
+class Library {
+ public:
+  // Takes ownership of a dlopen handle; path is for messages only.
+  Library(void* handle, std::string path) : handle_(handle), path_(std::move(path)) {}
+  ~Library();
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+
+  // The address of an exported symbol, or nullptr if there is none.
+  void* symbol(const char* name) const noexcept;
+  // The file it was loaded from (it may have been renamed or removed since).
+  const std::string& path() const { return path_; }
+
+ private:
+  void* handle_;
+  std::string path_;
+};
+
+// dlopen(so_path) with RTLD_NOW, so a missing symbol fails here rather than
+// at the first call. nullptr + *error (dlerror's text) on failure.
+std::shared_ptr<Library> load(const std::string& so_path, std::string* error);
+
+// Compiles the C file source_path into the shared object output_path with
+// toolchain `tool`. The compiler runs via posix_spawn (no shell: paths may hold
+// blanks) in its own process group (Ctrl-C at the terminal does not reach it),
+// reads the source on stdin, so the object's bytes do not depend on the file's
+// name and two builds of one source are identical. On failure returns false
+// and *error holds the compiler's output (its first ~2 KB) or why it did not
+// run; output_path may then hold a partial file: callers write to private
+// temporary names only. It does not look at tool.works (the check that sets
+// works builds through here); callers do.
+bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
+                           const std::string& output_path, std::string* error);
+
+// Builds `source` into so_path with toolchain() and loads it. The object is
+// built under a unique temporary name in so_path's directory, loaded from
+// there, then renamed to so_path: readers of so_path never see a partial file,
+// and we run exactly the bytes we built even if another process replaces
+// so_path meanwhile. If the rename fails the library still works; only the
+// file is not kept. nullptr + *error if it cannot be built or loaded.
+std::shared_ptr<Library> build_and_load(const std::string& source, const std::string& so_path,
+                                        std::string* error);
+
+// Builds and loads `source` in a fresh private directory under $TMPDIR (or
+// /tmp) and removes the files right after dlopen: for when there is no cache
+// directory to build in.
+std::shared_ptr<Library> build_in_private_directory(const Toolchain& tool,
+                                                    const std::string& source, std::string* error);
+
+// --- File helpers shared with disk_cache.cpp ---------------------------------
+
+// 64-bit FNV-1a: the checksum of cached objects and the identity hash.
+uint64_t fnv1a_64(const void* data, size_t size);
+
+// A name next to final_path ("<dir>/.<name>.<pid>-<nonce>-<n>.tmp") that no
+// other process or thread uses: the step before an atomic rename.
+std::string unique_temp_path(const std::string& final_path);
+// True if `name` (no directory) is one unique_temp_path made.
+bool is_temp_name(const std::string& name);
+
+// Reads a whole file into *bytes; false + *error (with errno text) on failure,
+// and *missing set when the file does not exist.
+bool read_file(const std::string& path, std::string* bytes, std::string* error,
+               bool* missing = nullptr);
+// Creates `path` exclusively (O_EXCL) and writes `bytes` to it.
+bool write_new_file(const std::string& path, const std::string& bytes, std::string* error);
+// Writes `bytes` to a unique temporary file and renames it onto `path`, so a
+// reader sees the old file or the whole new one, never a mix. No fsync: after
+// a power loss a cache entry may be empty, which the checksum then catches.
+bool write_file_atomically(const std::string& path, const std::string& bytes, std::string* error);
+
+// strerror for errno values, thread-safe.
+std::string errno_text(int error_number);
+
+}  // namespace lazylua::compiler

@@ -1,0 +1,352 @@
+// disk_cache_test.cpp - the on-disk compile cache: hits without compiling,
+// corrupt entries are misses that get rebuilt, an unusable directory only
+// turns the cache off, and concurrent builders of one key all succeed.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compiler/cache_entry.pb.h"
+#include "compiler/disk_cache.h"
+
+namespace lazylua::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char kSource[] = "int add(int a, int b) { return a + b; }\n";
+constexpr uint64_t kKey = 0x0123456789abcdefull;
+
+class DiskCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(toolchain().works) << toolchain().why_not;
+    std::string pattern = fs::temp_directory_path() / "lazylua-test-cache-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    directory_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::permissions(directory_, fs::perms::owner_all, fs::perm_options::add, ignored);
+    fs::remove_all(directory_, ignored);
+  }
+
+  // Builds kSource under `key` in a cache of our directory and checks it runs.
+  void build_entry(uint64_t key = kKey) {
+    DiskCache cache(directory_);
+    ASSERT_TRUE(cache.enabled()) << cache.why_disabled();
+    std::string error;
+    std::shared_ptr<Library> library = cache.build(key, kSource, "add(i32[], i32[])", &error);
+    ASSERT_TRUE(library) << error;
+    expect_adds(library);
+    // The library goes out of scope here: the tests below modify the files,
+    // and writing into a mapped object would crash whoever has it mapped.
+  }
+
+  static void expect_adds(const std::shared_ptr<Library>& library) {
+    ASSERT_TRUE(library);
+    auto add = reinterpret_cast<int (*)(int, int)>(library->symbol("add"));
+    ASSERT_NE(add, nullptr);
+    EXPECT_EQ(add(20, 22), 42);
+  }
+
+  std::vector<std::string> names() const {
+    std::vector<std::string> found;
+    for (const auto& entry : fs::directory_iterator(directory_)) {
+      std::string name = entry.path().filename();
+      if (name.rfind("toolchain-", 0) != 0) found.push_back(name);
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+  }
+
+  // A load that misses must delete the entry, and a build must then work.
+  void expect_miss_then_rebuild() {
+    DiskCache cache(directory_);
+    EXPECT_EQ(cache.load(kKey), nullptr);
+    EXPECT_FALSE(fs::exists(cache.object_path(kKey)));
+    EXPECT_FALSE(fs::exists(cache.record_path(kKey)));
+    build_entry();
+    expect_adds(DiskCache(directory_).load(kKey));
+  }
+
+  cache::CacheEntry read_record() {
+    std::string bytes, error;
+    EXPECT_TRUE(read_file(DiskCache(directory_).record_path(kKey), &bytes, &error)) << error;
+    cache::CacheEntry record;
+    EXPECT_TRUE(record.ParseFromString(bytes));
+    return record;
+  }
+
+  void write_record(const cache::CacheEntry& record) {
+    std::string error;
+    ASSERT_TRUE(write_file_atomically(DiskCache(directory_).record_path(kKey),
+                                      record.SerializeAsString(), &error))
+        << error;
+  }
+
+  std::string directory_;
+};
+
+TEST_F(DiskCacheTest, BuildStoresAnEntryThatLaterLoadsHit) {
+  build_entry();
+  DiskCache cache(directory_);
+  std::string object = cache.object_path(kKey);
+  ASSERT_TRUE(fs::exists(object));
+  ASSERT_TRUE(fs::exists(cache.record_path(kKey)));
+  EXPECT_EQ(names().size(), 2u);  // .so + .rec, no temporaries
+  EXPECT_EQ(fs::path(object).filename().string().substr(0, 17), "0123456789abcdef-");
+
+  cache::CacheEntry record = read_record();
+  EXPECT_EQ(record.format_version(), kCacheFormatVersion);
+  EXPECT_EQ(record.key(), kKey);
+  EXPECT_EQ(record.toolchain_identity(), toolchain().identity);
+  EXPECT_EQ(record.graph_summary(), "add(i32[], i32[])");
+  EXPECT_EQ(record.object_size(), fs::file_size(object));
+  EXPECT_GT(record.flags_size(), 0);
+
+  // A new cache (as in a second process) hits without compiling: the object
+  // file is the same inode with the same modification time.
+  struct stat before, after;
+  ASSERT_EQ(stat(object.c_str(), &before), 0);
+  DiskCache second(directory_);
+  auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Library> library = second.load(kKey);
+  double milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  expect_adds(library);
+  ASSERT_EQ(stat(object.c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+  EXPECT_EQ(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+  EXPECT_EQ(names().size(), 2u);
+  std::printf("[ measure ] disk cache hit (verify + dlopen): %.2f ms (target 10 ms)\n",
+              milliseconds);
+
+  EXPECT_EQ(second.load(kKey + 1), nullptr);  // another key: a plain miss
+}
+
+TEST_F(DiskCacheTest, TruncatedObjectIsAMissAndIsRebuilt) {
+  build_entry();
+  std::string object = DiskCache(directory_).object_path(kKey);
+  fs::resize_file(object, fs::file_size(object) / 2);
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, EmptyObjectIsAMiss) {
+  build_entry();
+  fs::resize_file(DiskCache(directory_).object_path(kKey), 0);
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, FlippedByteInObjectIsAMiss) {
+  build_entry();
+  std::string object = DiskCache(directory_).object_path(kKey);
+  std::string bytes, error;
+  ASSERT_TRUE(read_file(object, &bytes, &error)) << error;
+  bytes[bytes.size() / 2] ^= 0x20;
+  ASSERT_TRUE(write_file_atomically(object, bytes, &error)) << error;
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, MissingObjectIsAMiss) {
+  build_entry();
+  fs::remove(DiskCache(directory_).object_path(kKey));
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, GarbageRecordIsAMiss) {
+  build_entry();
+  std::string error;
+  ASSERT_TRUE(write_file_atomically(DiskCache(directory_).record_path(kKey),
+                                    "\xff\xfe garbage \x01\x02", &error));
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, TruncatedRecordIsAMiss) {
+  build_entry();
+  std::string record = DiskCache(directory_).record_path(kKey);
+  fs::resize_file(record, fs::file_size(record) - 3);
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, RecordFromAnotherVersionIsAMiss) {
+  build_entry();
+  cache::CacheEntry record = read_record();
+  record.set_format_version(kCacheFormatVersion + 1);
+  write_record(record);
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, RecordForAnotherKeyIsAMiss) {
+  build_entry();
+  cache::CacheEntry record = read_record();
+  record.set_key(kKey ^ 1);
+  write_record(record);
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, RecordFromAnotherToolchainIsAMiss) {
+  build_entry();
+  cache::CacheEntry record = read_record();
+  record.set_toolchain_identity("cc: some other compiler");
+  write_record(record);
+  expect_miss_then_rebuild();
+}
+
+TEST_F(DiskCacheTest, ObjectWithoutRecordIsAMissButNotDeleted) {
+  // What a reader sees while a writer is between its two renames.
+  build_entry();
+  DiskCache cache(directory_);
+  fs::remove(cache.record_path(kKey));
+  EXPECT_EQ(cache.load(kKey), nullptr);
+  EXPECT_TRUE(fs::exists(cache.object_path(kKey)));
+}
+
+TEST_F(DiskCacheTest, CompileErrorIsReportedAndLeavesNothing) {
+  DiskCache cache(directory_);
+  std::string error;
+  EXPECT_EQ(cache.build(kKey, "int broken( {\n", "broken", &error), nullptr);
+  EXPECT_NE(error.find("error"), std::string::npos) << error;
+  EXPECT_TRUE(names().empty());
+  EXPECT_EQ(cache.load(kKey), nullptr);
+}
+
+TEST_F(DiskCacheTest, UnusableDirectoryOnlyDisablesTheCache) {
+  // A path under a regular file cannot be created, even by root.
+  std::string file = directory_ + "/a-file";
+  std::string error;
+  ASSERT_TRUE(write_new_file(file, "x", &error)) << error;
+  std::vector<std::string> unusable = {file + "/cache", file};
+  if (geteuid() != 0) {
+    // Not root: a read-only directory is unusable too. (Root writes anyway.)
+    std::string read_only = directory_ + "/read-only";
+    fs::create_directory(read_only);
+    fs::permissions(read_only, fs::perms::owner_read | fs::perms::owner_exec);
+    unusable.push_back(read_only);
+    unusable.push_back(read_only + "/sub");
+  }
+  for (const std::string& path : unusable) {
+    DiskCache cache(path);
+    EXPECT_FALSE(cache.enabled()) << path;
+    EXPECT_FALSE(cache.why_disabled().empty());
+    EXPECT_EQ(cache.load(kKey), nullptr);
+    std::shared_ptr<Library> library = cache.build(kKey, kSource, "add", &error);
+    expect_adds(library);
+    EXPECT_EQ(cache.load(kKey), nullptr);
+  }
+  DiskCache no_directory("");
+  EXPECT_FALSE(no_directory.enabled());
+  expect_adds(no_directory.build(kKey, kSource, "add", &error));
+}
+
+TEST_F(DiskCacheTest, MissingDirectoryIsCreated) {
+  std::string nested = directory_ + "/a/b/c/";
+  DiskCache cache(nested);
+  ASSERT_TRUE(cache.enabled()) << cache.why_disabled();
+  EXPECT_EQ(cache.directory(), directory_ + "/a/b/c");
+  EXPECT_TRUE(fs::is_directory(nested));
+  std::string error;
+  expect_adds(cache.build(kKey, kSource, "add", &error));
+  expect_adds(DiskCache(nested).load(kKey));
+}
+
+TEST_F(DiskCacheTest, ThreadsBuildingOneKeyAllSucceed) {
+  DiskCache shared(directory_);
+  std::vector<std::shared_ptr<Library>> libraries(4);
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      // Half share one cache object, half have their own: both must work.
+      DiskCache own(directory_);
+      DiskCache& cache = i % 2 ? shared : own;
+      libraries[i] = cache.build(kKey, kSource, "add", &errors[i]);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(libraries[i]) << errors[i];
+    expect_adds(libraries[i]);
+  }
+  libraries.clear();
+  expect_adds(DiskCache(directory_).load(kKey));
+  EXPECT_EQ(names().size(), 2u);  // no temporaries left
+}
+
+TEST_F(DiskCacheTest, ProcessesBuildingOneKeyAllSucceed) {
+  std::vector<pid_t> children;
+  for (int i = 0; i < 3; ++i) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      DiskCache cache(directory_);
+      std::string error;
+      std::shared_ptr<Library> library = cache.build(kKey, kSource, "add", &error);
+      auto add = library ? reinterpret_cast<int (*)(int, int)>(library->symbol("add")) : nullptr;
+      _exit(add && add(1, 2) == 3 ? 0 : 1);
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  expect_adds(DiskCache(directory_).load(kKey));
+  EXPECT_EQ(names().size(), 2u);
+}
+
+TEST_F(DiskCacheTest, StaleTemporariesAreRemovedOnFirstBuild) {
+  DiskCache cache(directory_);
+  std::string stale = unique_temp_path(cache.object_path(kKey));
+  std::string fresh = unique_temp_path(cache.object_path(kKey));
+  std::string error;
+  ASSERT_TRUE(write_new_file(stale, "left by a crash", &error));
+  ASSERT_TRUE(write_new_file(fresh, "being written now", &error));
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  expect_adds(cache.build(kKey + 7, kSource, "add", &error));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(fresh));
+}
+
+TEST(DiskCache, DefaultDirectoryFollowsTheEnvironment) {
+  auto saved = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::make_pair(std::string(name),
+                          value ? std::optional<std::string>(value) : std::optional<std::string>());
+  };
+  auto cache_dir = saved("LAZYLUA_CACHE_DIR"), xdg = saved("XDG_CACHE_HOME"), home = saved("HOME");
+
+  setenv("LAZYLUA_CACHE_DIR", "/somewhere/cache", 1);
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(default_cache_directory(), "/somewhere/cache");
+  unsetenv("LAZYLUA_CACHE_DIR");
+  EXPECT_EQ(default_cache_directory(), "/xdg/lazylua");
+  setenv("XDG_CACHE_HOME", "relative/is/ignored", 1);
+  EXPECT_EQ(default_cache_directory(), "/home/someone/.cache/lazylua");
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(default_cache_directory(), "/home/someone/.cache/lazylua");
+
+  for (const auto& [name, value] : {cache_dir, xdg, home}) {
+    if (value) {
+      setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lazylua::compiler
