@@ -1,0 +1,487 @@
+// codegen.cpp - the Plan of a fused program: slots, steps, and the C source
+// of its kernels (the elementwise form and the writer they all share; the
+// reduction and softmax forms are in codegen_reduce.cpp).
+#include "compiler/codegen.h"
+
+#include <algorithm>
+
+#include "compiler/codegen_c.h"
+#include "compiler/codegen_writer.h"
+#include "compiler/kernel_math_source.h"
+
+namespace lazylua::compiler {
+
+const char* kernel_math_source() {
+  return kKernelMathSource;
+}
+
+KernelWriter::KernelWriter(const Program& program, const std::vector<int>& slot_of,
+                           const std::vector<Layout>& layouts, Plan& plan)
+    : program_(program), slot_of_(slot_of), layouts_(layouts), plan_(plan) {}
+
+void KernelWriter::start(const Shape& dims) {
+  graph_ = std::make_unique<KernelGraph>(program_, layouts_, dims);
+  dims_.clear();
+  loop_variable_.clear();
+  arguments_.clear();
+  written_.clear();
+  emitted_.clear();
+  checked_.clear();
+  prologue_.clear();
+}
+
+int KernelWriter::argument(int slot, bool written) {
+  for (size_t k = 0; k < arguments_.size(); k++) {
+    if (arguments_[k] == slot) {
+      written_[k] = written_[k] || written;
+      return static_cast<int>(k);
+    }
+  }
+  arguments_.push_back(slot);
+  written_.push_back(written);
+  return static_cast<int>(arguments_.size()) - 1;
+}
+
+std::string KernelWriter::pointer(int slot, bool written) {
+  return fmt::format("p{}", argument(slot, written));
+}
+
+std::string KernelWriter::pointer_of(int instruction, bool written) {
+  LAZYLUA_ASSERT(slot_of_[instruction] >= 0);
+  return pointer(slot_of_[instruction], written);
+}
+
+namespace {
+
+// The nodes `values` depend on, in creation order (inputs first).
+std::vector<int> reachable(const KernelGraph& graph, const std::vector<int>& values) {
+  std::vector<bool> needed(graph.nodes().size(), false);
+  std::vector<int> stack(values.begin(), values.end());
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (needed[id]) continue;
+    needed[id] = true;
+    for (int input : graph.node(id).inputs) stack.push_back(input);
+  }
+  std::vector<int> ids;
+  for (size_t id = 0; id < needed.size(); id++) {
+    if (needed[id]) ids.push_back(static_cast<int>(id));
+  }
+  return ids;
+}
+
+std::string variable(int node) {
+  return fmt::format("v{}", node);
+}
+
+}  // namespace
+
+void KernelWriter::collapse(const std::vector<int>& values, const std::vector<Affine>& writes,
+                            const std::vector<bool>& reduced, bool keep_reduced) {
+  std::vector<Affine> accesses = writes;
+  for (int id : reachable(*graph_, values)) {
+    const KernelNode& node = graph_->node(id);
+    if (node.kind == KernelNode::Kind::read && !node.invariant) accesses.push_back(node.offset);
+  }
+  const Shape& dims = graph_->dims();
+  // Built from the innermost dim outwards: an outer dim joins the group
+  // inside it when every access steps over it as over the group's end.
+  std::vector<LoopDim> groups;
+  for (int d = dims.rank() - 1; d >= 0; d--) {
+    const bool alone = keep_reduced && reduced[d];
+    if (dims[d] == 1 && !alone) continue;
+    if (!groups.empty() && !alone) {
+      LoopDim& group = groups.back();
+      bool fits = group.reduced == reduced[d] && !(keep_reduced && group.reduced);
+      for (const Affine& access : accesses) {
+        fits = fits && access.coef[d] == access.coef[group.members.back()] * group.extent;
+      }
+      if (fits) {
+        group.extent *= dims[d];
+        group.members.insert(group.members.begin(), d);
+        continue;
+      }
+    }
+    groups.push_back({dims[d], reduced[d], {d}});
+  }
+  dims_.assign(groups.rbegin(), groups.rend());
+  loop_variable_.assign(dims_.size(), "");
+}
+
+int64_t KernelWriter::coefficient(const Affine& affine, int g) const {
+  const LoopDim& dim = dims_[g];
+  return dim.members.empty() ? 0 : affine.coef[dim.members.back()];
+}
+
+std::string KernelWriter::base_of(const Affine& affine) const {
+  std::string code = fmt::format("{}", affine.constant);
+  for (size_t g = 0; g < dims_.size(); g++) {
+    const int64_t c = coefficient(affine, static_cast<int>(g));
+    if (c != 0 && loop_variable_[g].empty()) code += fmt::format(" + i{} * {}", g, c);
+  }
+  return code;
+}
+
+std::string KernelWriter::index_of(const Affine& affine, const std::string& base) const {
+  std::string code = base;
+  for (size_t g = 0; g < dims_.size(); g++) {
+    const int64_t c = coefficient(affine, static_cast<int>(g));
+    if (c == 0 || loop_variable_[g].empty()) continue;
+    code += c == 1 ? fmt::format(" + {}", loop_variable_[g])
+                   : fmt::format(" + {} * {}", loop_variable_[g], c);
+  }
+  return code;
+}
+
+std::string KernelWriter::emit_values(const std::vector<int>& values, std::string* bases) {
+  emitted_.resize(graph_->nodes().size(), false);
+  const std::vector<int> ids = reachable(*graph_, values);
+  for (int id : ids) {
+    if (!graph_->node(id).invariant || emitted_[id]) continue;
+    prologue_ += node_code(id);
+    emitted_[id] = true;
+  }
+  std::string body;
+  for (int id : ids) {
+    if (emitted_[id]) continue;
+    const KernelNode& node = graph_->node(id);
+    if (node.kind == KernelNode::Kind::read) {
+      *bases += fmt::format("const int64_t b{} = {};\n", id, base_of(node.offset));
+    }
+    body += node_code(id);
+  }
+  return body;
+}
+
+std::string KernelWriter::node_code(int id) {
+  const KernelNode& node = graph_->node(id);
+  const char* type = c_type(node.dtype);
+  const std::string name = variable(id);
+  if (node.kind == KernelNode::Kind::read) {
+    const std::string index = node.invariant ? fmt::format("{}", node.offset.constant)
+                                             : index_of(node.offset, fmt::format("b{}", id));
+    const std::string load = fmt::format("{}[{}]", pointer_of(node.base, false), index);
+    // Any nonzero byte of a bool input is true.
+    const std::string value =
+        node.dtype == DType::boolean ? fmt::format("((uint8_t)({} != 0))", load) : load;
+    return fmt::format("const {} {} = {};\n", type, name, value);
+  }
+  const Instruction& instruction = program_.instructions[node.instruction];
+  if (node.kind == KernelNode::Kind::constant) {
+    return fmt::format("const {} {} = {};\n", type, name,
+                       c_literal(node.dtype, instruction.constant));
+  }
+  auto input = [&](int k) { return variable(node.inputs[k]); };
+  auto input_dtype = [&](int k) { return graph_->node(node.inputs[k]).dtype; };
+  std::string value;
+  switch (instruction.op) {
+    case Op::unary: {
+      const auto op = static_cast<UnaryOp>(instruction.sub_op);
+      value = op == UnaryOp::logical_not
+                  ? c_unary(op, input_dtype(0), input(0))
+                  : c_unary(op, node.dtype, c_convert(input_dtype(0), node.dtype, input(0)));
+      break;
+    }
+    case Op::binary: {
+      const auto op = static_cast<BinaryOp>(instruction.sub_op);
+      const DType compute = ops::binary_compute_dtype(op, promote(input_dtype(0), input_dtype(1)));
+      const std::string a = c_convert(input_dtype(0), compute, input(0));
+      const std::string b = c_convert(input_dtype(1), compute, input(1));
+      if ((op == BinaryOp::floordiv || op == BinaryOp::mod) && !is_floating(compute)) {
+        return division_code(id, op, compute, a, b);
+      }
+      value = c_binary(effective_binary_op(op, compute), compute, a, b);
+      break;
+    }
+    case Op::where: {
+      const std::string condition = c_convert(input_dtype(0), DType::boolean, input(0));
+      const std::string a = c_convert(input_dtype(1), node.dtype, input(1));
+      const std::string b = c_convert(input_dtype(2), node.dtype, input(2));
+      // Selects by masks: a ?: between computed values can become a branch.
+      switch (node.dtype) {
+        case DType::f32:
+        case DType::f64:
+        case DType::i32:
+        case DType::i64:
+          value = fmt::format("lzk_select_{}({}, {}, {})", dtype_name(node.dtype), condition, a, b);
+          break;
+        case DType::boolean:
+          value = fmt::format("((uint8_t)(({0} & {1}) | (({0} ^ 1) & {2})))", condition, a, b);
+          break;
+      }
+      break;
+    }
+    case Op::cast:
+      value = c_convert(input_dtype(0), node.dtype, input(0));
+      break;
+    case Op::clamp:
+      return clamp_code(id);
+    default:
+      LAZYLUA_ASSERT(false);
+  }
+  return fmt::format("const {} {} = {};\n", type, name, value);
+}
+
+// Integer // and %: a zero divisor sets the instruction's error flag (the
+// kernel returns its code after the loop) and is replaced by 1, so the loop
+// neither traps nor branches.
+std::string KernelWriter::division_code(int id, BinaryOp op, DType compute, const std::string& a,
+                                        const std::string& b) {
+  const int instruction = graph_->node(id).instruction;
+  checked_.insert(instruction);
+  const char* type = c_type(compute);
+  std::string code = fmt::format("const {} d{} = {};\n", type, id, b);
+  code += fmt::format("e{} |= (uint8_t)(d{} == 0);\n", instruction, id);
+  const std::string divisor = fmt::format("(d{0} == 0 ? ({1})1 : d{0})", id, type);
+  code += fmt::format("const {} v{} = {};\n", type, id, c_binary(op, compute, a, divisor));
+  return code;
+}
+
+// clamp(x, low, high) as the eager op: integer bounds of an integer tensor
+// clamp exactly (saturated to the type); otherwise the bounds are doubles
+// converted like clamp_kernel does (NaN bounds are absent). The bounds are
+// 0-d, so their conversion goes to the prologue.
+std::string KernelWriter::clamp_code(int id) {
+  const KernelNode& node = graph_->node(id);
+  const Instruction& instruction = program_.instructions[node.instruction];
+  const DType type = node.dtype;
+  const char* t = c_type(type);
+  const KernelNode& x = graph_->node(node.inputs[0]);
+  const std::string value = c_convert(x.dtype, type, variable(node.inputs[0]));
+  const bool has_low = instruction.sub_op & 1, has_high = instruction.sub_op & 2;
+  const DType low_dtype = graph_->node(node.inputs[1]).dtype;
+  const DType high_dtype = graph_->node(node.inputs[2]).dtype;
+  const bool exact = !is_floating(type) && (!has_low || low_dtype == DType::i64) &&
+                     (!has_high || high_dtype == DType::i64);
+  const std::string low = variable(node.inputs[1]), high = variable(node.inputs[2]);
+  const std::string lowest = type == DType::f32   ? "(-(float)INFINITY)"
+                             : type == DType::f64 ? "(-(double)INFINITY)"
+                             : type == DType::i32 ? "INT32_MIN"
+                                                  : "INT64_MIN";
+  const std::string highest = type == DType::f32   ? "((float)INFINITY)"
+                              : type == DType::f64 ? "((double)INFINITY)"
+                              : type == DType::i32 ? "INT32_MAX"
+                                                   : "INT64_MAX";
+  std::string prep;
+  if (exact) {
+    auto bound = [&](const std::string& v) {
+      return type == DType::i32
+                 ? fmt::format(
+                       "({0} < INT32_MIN ? INT32_MIN : {0} > INT32_MAX ? INT32_MAX : "
+                       "(int32_t){0})",
+                       v)
+                 : v;
+    };
+    prep += fmt::format("const {} L{} = {};\n", t, id, has_low ? bound(low) : lowest);
+    prep += fmt::format("const {} H{} = {};\n", t, id, has_high ? bound(high) : highest);
+  } else {
+    const std::string name = dtype_name(type);
+    auto bound = [&](bool present, const std::string& v, DType dtype, const char* kind,
+                     const std::string& absent) {
+      if (!present) return absent;
+      const std::string d = c_convert(dtype, DType::f64, v);
+      const std::string converted = is_floating(type)
+                                        ? fmt::format("lzk_bound_{}({})", name, d)
+                                        : fmt::format("lzk_{}_bound_{}({})", kind, name, d);
+      return fmt::format("(isnan({}) ? {} : {})", d, absent, converted);
+    };
+    prep +=
+        fmt::format("const {} L{} = {};\n", t, id, bound(has_low, low, low_dtype, "low", lowest));
+    prep += fmt::format("const {} H{} = {};\n", t, id,
+                        bound(has_high, high, high_dtype, "high", highest));
+  }
+  std::string code;
+  if (exact) {
+    code = fmt::format("const {0} r{1} = {2} > L{1} ? {2} : L{1};\n", t, id, value);
+    code += fmt::format("const {0} v{1} = r{1} < H{1} ? r{1} : H{1};\n", t, id);
+  } else if (is_floating(type)) {
+    const char* select = type == DType::f32 ? "lzk_select_f32" : "lzk_select_f64";
+    code = fmt::format("const {0} r{1} = {3}({2} < L{1}, L{1}, {2});\n", t, id, value, select);
+    code += fmt::format("const {0} v{1} = {2}(r{1} > H{1}, H{1}, r{1});\n", t, id, select);
+  } else {
+    code = fmt::format("const {0} r{1} = {2} < L{1} ? L{1} : {2};\n", t, id, value);
+    code += fmt::format("const {0} v{1} = r{1} > H{1} ? H{1} : r{1};\n", t, id);
+  }
+  if (node.invariant) return prep + code;
+  prologue_ += prep;
+  return code;
+}
+
+std::string KernelWriter::walk(int first, int last, const std::string& begin,
+                               const std::string& end, const std::string& bases,
+                               const std::string& row) const {
+  const int64_t inner = dims_[last].extent;
+  std::string code = "{\n";
+  code += fmt::format("int64_t f = {};\nconst int64_t f_end = {};\n", begin, end);
+  code += fmt::format("int64_t x0 = f % {};\n", inner);
+  if (last > first) {
+    code += fmt::format("int64_t r = f / {};\n", inner);
+    for (int g = last - 1; g > first; g--) {
+      code += fmt::format("int64_t i{0} = r % {1};\nr /= {1};\n", g, dims_[g].extent);
+    }
+    code += fmt::format("int64_t i{} = r;\n", first);
+  }
+  code += "while (f < f_end) {\n";
+  code += fmt::format("const int64_t x1 = x0 + ({0} - x0 < f_end - f ? {0} - x0 : f_end - f);\n",
+                      inner);
+  code += bases;
+  code += row;
+  code += "f += x1 - x0;\nx0 = 0;\n";
+  if (last > first) {
+    int open = 0;
+    for (int g = last - 1; g > first; g--, open++) {
+      code += fmt::format("if (++i{0} == {1}) {{\ni{0} = 0;\n", g, dims_[g].extent);
+    }
+    code += fmt::format("++i{};\n", first);
+    code += std::string(open, '}') + (open ? "\n" : "");
+  }
+  code += "}\n}\n";
+  return code;
+}
+
+void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t grain,
+                          int instruction) {
+  const std::string name = fmt::format("lazylua_kernel_{}", plan_.kernel_count++);
+  std::string parameters, casts;
+  for (size_t k = 0; k < arguments_.size(); k++) {
+    const char* type = c_type(plan_.slots[arguments_[k]].dtype);
+    parameters += fmt::format("{}{}* restrict p{}, ", written_[k] ? "" : "const ", type, k);
+    casts += fmt::format("({}{}*)buffers[{}], ", written_[k] ? "" : "const ", type, k);
+  }
+  std::string flags, errors;
+  for (int checked : checked_) {
+    flags += fmt::format("uint8_t e{} = 0;\n", checked);
+    const auto op = static_cast<BinaryOp>(program_.instructions[checked].sub_op);
+    const KernelError error = op == BinaryOp::floordiv ? KernelError::integer_divide_by_zero
+                                                       : KernelError::integer_modulo_by_zero;
+    errors += fmt::format("if (e{}) return {};\n", checked, error_code(checked, error));
+  }
+  std::string& source = plan_.source;
+  source +=
+      fmt::format("\nLZK_INLINE int {}_run({}int64_t begin, int64_t end) {{\n", name, parameters);
+  source += flags + prologue_ + body + errors + "return 0;\n}\n";
+  source += fmt::format("int {0}(char* const* buffers, int64_t begin, int64_t end) {{\n", name);
+  source += fmt::format("  return {}_run({}begin, end);\n}}\n", name, casts);
+
+  Step step;
+  step.kind = Step::Kind::kernel;
+  step.function = name;
+  step.iterations = iterations;
+  step.grain = std::max<int64_t>(1, grain);
+  step.slots = arguments_;
+  step.instruction = instruction;
+  plan_.steps.push_back(std::move(step));
+}
+
+// ---- elementwise kernels ----
+
+void KernelWriter::elementwise(const std::vector<int>& roots) {
+  const Shape& shape = program_.instructions[roots[0]].shape;
+  const int64_t total = numel(shape);
+  if (total == 0) return;  // the executor allocates the empty slot; nothing to compute
+  start(shape);
+  const IndexMap identity = identity_map(shape);
+  std::vector<int> values;
+  for (int root : roots) {
+    const int node = graph_->compute(root, identity);
+    graph_->add_root(root, node);
+    values.push_back(node);
+  }
+  Affine write{0, std::vector<int64_t>(shape.rank(), 0)};
+  const Strides strides = contiguous_strides(shape);
+  for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];
+  collapse(values, {write}, std::vector<bool>(shape.rank(), false), false);
+  if (dims_.empty()) {
+    dims_.push_back({1, false, {}});
+    loop_variable_.push_back("");
+  }
+  const int last = static_cast<int>(dims_.size()) - 1;
+  loop_variable_[last] = "x";
+
+  std::string bases;
+  std::string row = emit_values(values, &bases);
+  bases += fmt::format("const int64_t w = {};\n", base_of(write));
+  for (size_t k = 0; k < roots.size(); k++) {
+    row += fmt::format("{}[{}] = {};\n", pointer_of(roots[k], true), index_of(write, "w"),
+                       variable(values[k]));
+  }
+  row = "for (int64_t x = x0; x < x1; ++x) {\n" + row + "}\n";
+  const int64_t iterations = (total + kChunk - 1) / kChunk;
+  const std::string end = fmt::format("end * {0} < {1} ? end * {0} : {1}", kChunk, total);
+  finish(walk(0, last, fmt::format("begin * {}", kChunk), end, bases, row), iterations,
+         kGrainElements / kChunk, roots[0]);
+}
+
+// ---- the plan ----
+
+namespace {
+
+std::string describe(const Program& program, int instruction) {
+  const Instruction& in = program.instructions[instruction];
+  return fmt::format("{}:{}{}", in.name(), dtype_name(in.dtype), shape_string(in.shape));
+}
+
+}  // namespace
+
+Plan generate_plan(const Program& program, const Fusion& fusion) {
+  Plan plan;
+  std::vector<int> slot_of(program.instructions.size(), -1);
+  for (size_t i = 0; i < program.instructions.size(); i++) {
+    if (!fusion.materialized[i]) continue;
+    const Instruction& instruction = program.instructions[i];
+    slot_of[i] = static_cast<int>(plan.slots.size());
+    plan.slots.push_back(
+        {instruction.dtype, instruction.shape, static_cast<int>(i), instruction.input_index});
+  }
+  const std::vector<Layout> layouts = compute_layouts(program, fusion.materialized);
+  KernelWriter writer(program, slot_of, layouts, plan);
+  std::string summary;
+  for (const FusedStep& fused : fusion.steps) {
+    const size_t first_step = plan.steps.size();
+    switch (fused.lowering) {
+      case Lowering::inlined:
+        writer.elementwise(fused.roots);
+        break;
+      case Lowering::reduce:
+        writer.reduce(fused.roots[0]);
+        break;
+      case Lowering::softmax:
+        writer.softmax(fused.roots[0]);
+        break;
+      case Lowering::matmul:
+      case Lowering::reference: {
+        const int root = fused.roots[0];
+        Step step;
+        step.kind = fused.lowering == Lowering::matmul ? Step::Kind::matmul : Step::Kind::reference;
+        step.instruction = root;
+        for (int input : program.instructions[root].inputs) step.slots.push_back(slot_of[input]);
+        step.slots.push_back(slot_of[root]);
+        plan.steps.push_back(std::move(step));
+        break;
+      }
+      case Lowering::input:
+        break;
+    }
+    if (plan.steps.size() == first_step) continue;
+    const char* kind = fused.lowering == Lowering::matmul      ? "blas"
+                       : fused.lowering == Lowering::reference ? "eager"
+                                                               : "kernel";
+    std::string roots;
+    for (int root : fused.roots) roots += (roots.empty() ? "" : ",") + describe(program, root);
+    summary += fmt::format("{}{}({})", summary.empty() ? "" : " ", kind, roots);
+  }
+  for (int output : program.outputs) plan.outputs.push_back(slot_of[output]);
+  if (plan.kernel_count > 0) {
+    plan.source = std::string(codegen_prelude()) + kernel_math_source() + plan.source;
+  }
+  plan.summary = fmt::format("{} steps, {} kernels: {}", plan.steps.size(), plan.kernel_count,
+                             summary.empty() ? "-" : summary);
+  return plan;
+}
+
+Plan plan_program(const Program& program) {
+  return generate_plan(program, fuse_program(program));
+}
+
+}  // namespace lazylua::compiler

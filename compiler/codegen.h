@@ -1,0 +1,35 @@
+// codegen.h - the C source of a fused program's kernels, and the Plan that
+// runs them (plan_program in plan.h is fuse_program + generate_plan).
+//
+// Each kernel is `int lazylua_kernel_N(char* const* buffers, int64_t begin,
+// int64_t end)` (plan.h). Its outer loop is split by [begin, end); the
+// inner loop runs over the last dim of what it writes (or reduces), reads
+// every operand at an affine offset (views and broadcasts are strides,
+// 0 for a broadcast), and is plain enough for the C compiler to vectorize.
+// Kernel forms:
+//  - elementwise: one or more outputs of one shape; the index space is
+//    collapsed to as few dims as the operands allow (same-shape contiguous
+//    operands give one flat loop) and cut into chunks of kChunk elements;
+//  - reduction over one dim: a line per output when the reduced elements
+//    are adjacent in memory (vectorized folds of blocks), else columns
+//    (a row of accumulators, vectorized along the outputs);
+//  - reduction over everything: per-chunk partials in a temporary slot,
+//    then a one-iteration kernel that folds them in a fixed order (so the
+//    result does not depend on the thread count);
+//  - softmax / log-softmax over the last dim: per row, the input is
+//    computed into the output row, then max, exp + sum and scale passes run
+//    over the row while it is in cache.
+#pragma once
+
+#include "compiler/fuse.h"
+#include "compiler/plan.h"
+
+namespace lazylua::compiler {
+
+Plan generate_plan(const Program& program, const Fusion& fusion);
+
+// compiler/kernel_math.h, embedded at build time: the math functions the
+// kernels call (ll_expf ...). Pasted into every source with kernels.
+const char* kernel_math_source();
+
+}  // namespace lazylua::compiler

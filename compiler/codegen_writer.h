@@ -1,0 +1,91 @@
+// codegen_writer.h - private to codegen*.cpp: the writer of one kernel's
+// C function, shared by the elementwise, reduction and softmax forms.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen.h"
+#include "compiler/kernel_graph.h"
+
+namespace lazylua::compiler {
+
+// Elements per iteration of a kernel's outer loop (the unit the executor
+// hands to threads) and the fewest elements worth a thread.
+constexpr int64_t kChunk = 16384;
+constexpr int64_t kGrainElements = 32768;
+// Elements per partial result of a reduction over everything.
+constexpr int64_t kReduceChunk = 65536;
+// Values folded at a time by the vectorized folds (a stack buffer).
+constexpr int64_t kFoldBlock = 1024;
+// The most outputs a column reduction accumulates at once.
+constexpr int64_t kColumnBlock = 2048;
+
+// One dim of a kernel's collapsed index space: adjacent kernel dims that
+// every access steps through as one (members, outermost first).
+struct LoopDim {
+  int64_t extent = 1;
+  bool reduced = false;
+  std::vector<int> members;
+};
+
+class KernelWriter {
+ public:
+  KernelWriter(const Program& program, const std::vector<int>& slot_of,
+               const std::vector<Layout>& layouts, Plan& plan);
+
+  void elementwise(const std::vector<int>& roots);
+  void reduce(int instruction);
+  void softmax(int instruction);
+
+ private:
+  // ---- one kernel ----
+  void start(const Shape& dims);
+  // Argument index of a slot (added on first use); written ones are not const.
+  int argument(int slot, bool written);
+  std::string pointer(int slot, bool written);
+  std::string pointer_of(int instruction, bool written);
+  // Collapses the kernel's dims over the accesses of `values` (their reads)
+  // and `writes`; `reduced` marks dims reduced; `keep_reduced` keeps a
+  // reduced dim alone (and even of extent 1).
+  void collapse(const std::vector<int>& values, const std::vector<Affine>& writes,
+                const std::vector<bool>& reduced, bool keep_reduced);
+  // The coefficient of collapsed dim g in an affine over kernel dims.
+  int64_t coefficient(const Affine& affine, int g) const;
+  // C expression: affine's constant plus its odometer terms (i<g>).
+  std::string base_of(const Affine& affine) const;
+  // C expression: base plus its loop-variable terms.
+  std::string index_of(const Affine& affine, const std::string& base) const;
+  // Statements computing the values (and every node they need): invariant
+  // ones go to the prologue, the rest are returned. `bases` receives the
+  // base offsets of the reads they make.
+  std::string emit_values(const std::vector<int>& values, std::string* bases);
+  std::string node_code(int id);
+  std::string clamp_code(int id);
+  std::string division_code(int id, BinaryOp op, DType compute, const std::string& a,
+                            const std::string& b);
+  // Code visiting positions [begin, end) of collapsed dims [first, last]
+  // in row-major order; `row` runs for each run of the last dim [x0, x1).
+  std::string walk(int first, int last, const std::string& begin, const std::string& end,
+                   const std::string& bases, const std::string& row) const;
+  // Adds the function and its step.
+  void finish(const std::string& body, int64_t iterations, int64_t grain, int instruction);
+
+  const Program& program_;
+  const std::vector<int>& slot_of_;
+  const std::vector<Layout>& layouts_;
+  Plan& plan_;
+
+  std::unique_ptr<KernelGraph> graph_;
+  std::vector<LoopDim> dims_;
+  std::vector<std::string> loop_variable_;  // per collapsed dim; empty: odometer i<g>
+  std::vector<int> arguments_;
+  std::vector<bool> written_;
+  std::vector<bool> emitted_;
+  std::set<int> checked_;  // instructions whose integer divisors are checked
+  std::string prologue_;
+};
+
+}  // namespace lazylua::compiler

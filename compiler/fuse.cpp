@@ -1,0 +1,256 @@
+// fuse.cpp - choosing the slots of a program and grouping its instructions
+// into steps.
+//
+// Three passes over the instructions:
+//  1. forced slots: inputs, outputs, results of non-inlined ops and the
+//     inputs that a BLAS call or an eager kernel reads from memory;
+//  2. forward: a reshape of a value that strides cannot express makes its
+//     input a slot (reshape is affine only over contiguous memory);
+//  3. backward: a value read by more than one kernel is stored when
+//     recomputing it in each would cost more than storing it once, and an
+//     integer // or % seen only in part (through a slice) is stored so that
+//     every divisor is checked, as eager mode does.
+// Then each stored value becomes a step, in program order; an elementwise
+// kernel joins the previous one when both loop over the same shape and the
+// new one reads the previous one's outputs only at the element it writes.
+#include "compiler/fuse.h"
+
+#include <algorithm>
+
+#include "compiler/kernel_graph.h"
+
+namespace lazylua::compiler {
+namespace {
+
+bool is_integer_pow(const Instruction& instruction) {
+  return instruction.op == Op::binary &&
+         static_cast<BinaryOp>(instruction.sub_op) == BinaryOp::pow &&
+         !is_floating(instruction.dtype);
+}
+
+bool is_integer_division(const Program& program, const Instruction& instruction) {
+  if (instruction.op != Op::binary) return false;
+  const auto op = static_cast<BinaryOp>(instruction.sub_op);
+  return (op == BinaryOp::floordiv || op == BinaryOp::mod) && !is_floating(instruction.dtype);
+}
+
+// Ops worth storing rather than recomputing in a second kernel.
+bool is_expensive(const Instruction& instruction) {
+  if (instruction.op == Op::unary) {
+    switch (static_cast<UnaryOp>(instruction.sub_op)) {
+      case UnaryOp::exp:
+      case UnaryOp::expm1:
+      case UnaryOp::log:
+      case UnaryOp::log1p:
+      case UnaryOp::log2:
+      case UnaryOp::sin:
+      case UnaryOp::cos:
+      case UnaryOp::tan:
+      case UnaryOp::tanh:
+      case UnaryOp::sigmoid:
+      case UnaryOp::gelu:
+        return true;
+      default:
+        return false;
+    }
+  }
+  if (instruction.op == Op::binary) {
+    switch (static_cast<BinaryOp>(instruction.sub_op)) {
+      case BinaryOp::pow:
+      case BinaryOp::atan2:
+      case BinaryOp::floordiv:
+      case BinaryOp::mod:
+        return true;
+      default:
+        return false;
+    }
+  }
+  return false;
+}
+
+class Fuser {
+ public:
+  explicit Fuser(const Program& program)
+      : program_(program),
+        count_(static_cast<int>(program.instructions.size())),
+        materialized_(count_, false),
+        users_(count_) {
+    for (int i = 0; i < count_; i++) {
+      for (int input : program.instructions[i].inputs) {
+        auto& users = users_[input];
+        if (users.empty() || users.back() != i) users.push_back(i);
+      }
+    }
+  }
+
+  Fusion run() {
+    force_slots();
+    store_reshape_inputs();
+    store_shared_values();
+    Fusion fusion;
+    fusion.materialized = materialized_;
+    fusion.steps = group_steps();
+    return fusion;
+  }
+
+ private:
+  const Instruction& at(int i) const { return program_.instructions[i]; }
+
+  void force_slots() {
+    for (int i = 0; i < count_; i++) {
+      const Lowering lowering = lowering_of(program_, i);
+      if (lowering == Lowering::inlined) continue;
+      materialized_[i] = true;
+      if (lowering == Lowering::matmul || lowering == Lowering::reference) {
+        for (int input : at(i).inputs) materialized_[input] = true;
+      }
+    }
+    for (int output : program_.outputs) materialized_[output] = true;
+  }
+
+  void store_reshape_inputs() {
+    std::vector<Layout> layouts = compute_layouts(program_, materialized_);
+    for (int i = 0; i < count_; i++) {
+      const Instruction& instruction = at(i);
+      if (instruction.op != Op::reshape) continue;
+      const int input = instruction.inputs[0];
+      const Shape& from = at(input).shape;
+      if (layouts[input].defined() && reshape_is_view(layouts[input], from, instruction.shape)) {
+        continue;
+      }
+      if (reshape_is_squeeze(from, instruction.shape)) continue;
+      materialized_[input] = true;
+      layouts = compute_layouts(program_, materialized_);
+    }
+  }
+
+  // Whether recomputing `i` wherever it is needed is about as cheap as
+  // reading it back: a few cheap ops over the values below it.
+  bool is_cheap(int i) const {
+    std::vector<int> stack{i}, seen;
+    int ops = 0;
+    while (!stack.empty()) {
+      const int j = stack.back();
+      stack.pop_back();
+      if (std::find(seen.begin(), seen.end(), j) != seen.end()) continue;
+      seen.push_back(j);
+      if (j != i && materialized_[j]) continue;
+      const Instruction& instruction = at(j);
+      if (is_expensive(instruction)) return false;
+      if (is_elementwise(instruction) && instruction.op != Op::constant) ops++;
+      if (ops > 3 || seen.size() > 16) return false;
+      for (int input : instruction.inputs) stack.push_back(input);
+    }
+    return true;
+  }
+
+  void store_shared_values() {
+    // The kernels (stored values) that read each value, up to two of them.
+    std::vector<std::vector<int>> readers(count_);
+    std::vector<bool> partial(count_, false);
+    for (int i = count_ - 1; i >= 0; i--) {
+      for (int user : users_[i]) {
+        const std::vector<int> from = materialized_[user] ? std::vector<int>{user} : readers[user];
+        for (int reader : from) {
+          auto& list = readers[i];
+          if (list.size() < 2 && std::find(list.begin(), list.end(), reader) == list.end()) {
+            list.push_back(reader);
+          }
+        }
+        const Op op = at(user).op;
+        partial[i] = partial[i] || op == Op::slice || op == Op::select ||
+                     (!materialized_[user] && partial[user]);
+      }
+      if (materialized_[i] || lowering_of(program_, i) != Lowering::inlined) continue;
+      if (is_integer_division(program_, at(i)) && partial[i]) {
+        materialized_[i] = true;
+      } else if (readers[i].size() > 1 && !is_cheap(i)) {
+        materialized_[i] = true;
+      }
+    }
+  }
+
+  std::vector<FusedStep> group_steps() const {
+    const std::vector<Layout> layouts = compute_layouts(program_, materialized_);
+    std::vector<FusedStep> steps;
+    for (int i = 0; i < count_; i++) {
+      if (!materialized_[i]) continue;
+      const Lowering lowering = lowering_of(program_, i);
+      if (lowering == Lowering::input) continue;
+      if (lowering == Lowering::inlined && !steps.empty() &&
+          steps.back().lowering == Lowering::inlined && can_join(steps.back(), i, layouts)) {
+        steps.back().roots.push_back(i);
+        continue;
+      }
+      steps.push_back({lowering, {i}});
+    }
+    return steps;
+  }
+
+  // One loop can write `root` after the kernel's roots when it has their
+  // shape and reads them only where it writes.
+  bool can_join(const FusedStep& kernel, int root, const std::vector<Layout>& layouts) const {
+    const Shape& shape = at(root).shape;
+    if (at(kernel.roots[0]).shape != shape) return false;
+    KernelGraph graph(program_, layouts, shape);
+    const IndexMap identity = identity_map(shape);
+    for (int existing : kernel.roots) graph.add_root(existing, graph.compute(existing, identity));
+    graph.compute(root, identity);
+    return !graph.reads_own_output;
+  }
+
+  const Program& program_;
+  const int count_;
+  std::vector<bool> materialized_;
+  std::vector<std::vector<int>> users_;
+};
+
+}  // namespace
+
+Lowering lowering_of(const Program& program, int index) {
+  const Instruction& instruction = program.instructions[index];
+  switch (instruction.op) {
+    case Op::parameter:
+    case Op::scalar:
+      return Lowering::input;
+    case Op::binary:
+      // Integer powers raise an error for negative exponents, which a
+      // kernel has no code for.
+      return is_integer_pow(instruction) ? Lowering::reference : Lowering::inlined;
+    case Op::constant:
+    case Op::unary:
+    case Op::where:
+    case Op::cast:
+    case Op::clamp:
+    case Op::reshape:
+    case Op::permute:
+    case Op::slice:
+    case Op::select:
+    case Op::expand:
+      return Lowering::inlined;
+    case Op::reduce: {
+      // max/min of nothing is an error (no identity): left to eager code.
+      const auto op = static_cast<ReduceOp>(instruction.sub_op);
+      const Shape& input = program.instructions[instruction.inputs[0]].shape;
+      const int64_t dim = instruction.attrs.values[0];
+      const int64_t extent = dim < 0 ? numel(input) : input.rank() == 0 ? 1 : input[dim];
+      if ((op == ReduceOp::max || op == ReduceOp::min) && extent == 0) return Lowering::reference;
+      return Lowering::reduce;
+    }
+    case Op::softmax: {
+      const int rank = instruction.shape.rank();
+      return rank > 0 && instruction.attrs.values[0] == rank - 1 ? Lowering::softmax
+                                                                 : Lowering::reference;
+    }
+    case Op::matmul:
+      return Lowering::matmul;
+    default:
+      return Lowering::reference;
+  }
+}
+
+Fusion fuse_program(const Program& program) {
+  return Fuser(program).run();
+}
+
+}  // namespace lazylua::compiler

@@ -1,0 +1,43 @@
+// fuse.h - which values a compiled program stores, and the steps that
+// compute them.
+//
+// Elementwise ops, broadcasts and views are inlined into the loops of the
+// values that need them; a value gets memory (a slot) only when it must:
+// a run input, a program output, the result of a reduction, softmax, matmul
+// or an op without a lowering, an input of a matmul or of such an op, the
+// input of a reshape that strides cannot express, or an expensive value
+// that several kernels would otherwise recompute.
+#pragma once
+
+#include <vector>
+
+#include "compiler/program.h"
+
+namespace lazylua::compiler {
+
+// How one instruction runs in a compiled program.
+enum class Lowering {
+  input,      // parameter or scalar: a slot the executor fills
+  inlined,    // elementwise op, view or constant: index arithmetic in a loop
+  reduce,     // a reduction kernel (the producers fused into its reads)
+  softmax,    // softmax or log-softmax over the last dim: one kernel
+  matmul,     // a BLAS call
+  reference,  // the eager kernel, run inside the plan
+};
+Lowering lowering_of(const Program& program, int instruction);
+
+struct FusedStep {
+  Lowering lowering = Lowering::inlined;  // inlined: an elementwise kernel
+  // The instructions it writes: elementwise kernels may write several
+  // values of one shape in one loop; every other step writes one.
+  std::vector<int> roots;
+};
+
+struct Fusion {
+  std::vector<bool> materialized;  // per instruction: it has a slot
+  std::vector<FusedStep> steps;    // in execution order
+};
+
+Fusion fuse_program(const Program& program);
+
+}  // namespace lazylua::compiler

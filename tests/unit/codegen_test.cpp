@@ -1,0 +1,877 @@
+// codegen_test.cpp - fusion (compiler/fuse.cpp) and C code generation
+// (compiler/codegen*.cpp) against the reference interpreter.
+//
+// Each test records a program with the lazy tensor API, plans it, builds
+// the generated C with the system compiler (cc -O2 -march=native -fPIC
+// -shared -fno-math-errno, as the toolchain does), runs the plan with a
+// small runner of its own (kernels called over their iterations in one
+// call and in several pieces, BLAS and reference steps through the eager
+// ops) and compares every output with interpret().
+//
+// Tolerances: integers and bools exact; floats 1e-6 relative for plain
+// arithmetic, 1e-5 for transcendental functions (kernel_math.h: a few ulp),
+// n * 1e-7 for reductions over n elements (the folds associate differently
+// from eager's pairwise sums); NaN must meet NaN and infinities their equal.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen.h"
+#include "compiler/codegen_c.h"
+#include "compiler/fuse.h"
+#include "compiler/plan.h"
+#include "tensor/tensor.h"
+#include "tensor/thread_pool.h"
+
+namespace lazylua::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- Building generated C ----
+
+class Library {
+ public:
+  explicit Library(void* handle) : handle_(handle) {}
+  ~Library() {
+    if (handle_) dlclose(handle_);
+  }
+  using Kernel = int (*)(char* const*, int64_t, int64_t);
+  Kernel kernel(const std::string& name) const {
+    return reinterpret_cast<Kernel>(dlsym(handle_, name.c_str()));
+  }
+
+ private:
+  void* handle_;
+};
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Builds `source` into a shared object and loads it; `log` gets the
+// compiler's messages. Null on failure.
+std::shared_ptr<Library> build(const std::string& source, const std::string& extra_flags = "",
+                               std::string* log = nullptr) {
+  std::string pattern = fs::temp_directory_path() / "lazylua-codegen-XXXXXX";
+  if (!mkdtemp(pattern.data())) return nullptr;
+  const fs::path dir = pattern;
+  std::ofstream(dir / "k.c") << source;
+  const std::string command = "cd '" + dir.string() +
+                              "' && cc -O2 -march=native -fPIC -shared -fno-math-errno "
+                              "-Werror=implicit-function-declaration " +
+                              extra_flags + " -o k.so k.c > log.txt 2>&1";
+  const int status = std::system(command.c_str());
+  const std::string messages = read_text(dir / "log.txt");
+  if (log) *log = messages;
+  void* handle = status == 0 ? dlopen((dir / "k.so").c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+  if (!handle) {
+    ADD_FAILURE() << "building generated C failed:\n" << messages.substr(0, 4000);
+    fs::path kept = fs::temp_directory_path() / "lazylua-codegen-failed.c";
+    std::ofstream(kept) << source;
+  }
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+  return handle ? std::make_shared<Library>(handle) : nullptr;
+}
+
+// ---- Running a plan (what the executor does, minus its cleverness) ----
+
+struct Outcome {
+  std::vector<Array> outputs;
+  int error = 0;            // a kernel's error code
+  std::string eager_error;  // an Error raised by a reference step
+};
+
+// Runs each kernel's iterations in `pieces` calls; with `threaded` the
+// pieces go to the thread pool.
+Outcome run_plan(const Plan& plan, const Library& library, const Program& program,
+                 const std::vector<Array>& inputs, int pieces, bool threaded = false,
+                 const std::string& prefix = "") {
+  Outcome outcome;
+  std::vector<Array> slots(plan.slots.size());
+  for (size_t s = 0; s < plan.slots.size(); s++) {
+    const Slot& slot = plan.slots[s];
+    if (slot.input_index >= 0) {
+      slots[s] = contiguous(inputs.at(slot.input_index));
+      EXPECT_EQ(slots[s].dtype, slot.dtype);
+      EXPECT_EQ(slots[s].shape, slot.shape);
+    } else {
+      slots[s] = Array::empty(slot.shape, slot.dtype);
+    }
+  }
+  for (const Step& step : plan.steps) {
+    std::vector<Array> arguments;
+    for (int s : step.slots) arguments.push_back(slots[s]);
+    if (step.kind == Step::Kind::kernel) {
+      Library::Kernel kernel = library.kernel(prefix + step.function);
+      EXPECT_NE(kernel, nullptr) << step.function;
+      if (!kernel) return outcome;
+      std::vector<char*> buffers;
+      for (const Array& a : arguments) buffers.push_back(static_cast<char*>(a.raw_data()));
+      const int64_t n = step.iterations;
+      if (threaded) {
+        std::atomic<int> error{0};
+        parallel_for(n, step.grain, [&](int64_t begin, int64_t end) {
+          const int code = kernel(buffers.data(), begin, end);
+          if (code) error = code;
+        });
+        outcome.error = error;
+      } else {
+        for (int p = 0; p < pieces && !outcome.error; p++) {
+          const int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
+          if (begin < end) outcome.error = kernel(buffers.data(), begin, end);
+        }
+      }
+      if (outcome.error) return outcome;
+      continue;
+    }
+    const Instruction& instruction = program.instructions[step.instruction];
+    std::vector<Array> operands(arguments.begin(), arguments.end() - 1);
+    Array result;
+    try {
+      result = step.kind == Step::Kind::matmul ? ops::matmul(operands[0], operands[1])
+                                               : evaluate_instruction(instruction, operands);
+    } catch (const Error& error) {
+      outcome.eager_error = error.what();
+      return outcome;
+    }
+    copy_kernel(result, arguments.back());
+  }
+  for (int output : plan.outputs) outcome.outputs.push_back(slots[output]);
+  return outcome;
+}
+
+// ---- Comparing ----
+
+double element(const Array& a, int64_t i) {
+  switch (a.dtype) {
+    case DType::boolean:
+      return a.data<uint8_t>()[i] != 0;
+    case DType::i32:
+      return a.data<int32_t>()[i];
+    case DType::i64:
+      return static_cast<double>(a.data<int64_t>()[i]);
+    case DType::f32:
+      return a.data<float>()[i];
+    case DType::f64:
+      return a.data<double>()[i];
+  }
+  return 0;
+}
+
+::testing::AssertionResult same_values(const Array& got_view, const Array& want_view, double rtol,
+                                       double atol) {
+  if (got_view.dtype != want_view.dtype) {
+    return ::testing::AssertionFailure()
+           << "dtype " << dtype_name(got_view.dtype) << " vs " << dtype_name(want_view.dtype);
+  }
+  if (got_view.shape != want_view.shape) {
+    return ::testing::AssertionFailure()
+           << "shape " << shape_string(got_view.shape) << " vs " << shape_string(want_view.shape);
+  }
+  const Array got = contiguous(got_view), want = contiguous(want_view);
+  for (int64_t i = 0; i < got.numel(); i++) {
+    if (got.dtype == DType::i64) {
+      if (got.data<int64_t>()[i] != want.data<int64_t>()[i]) {
+        return ::testing::AssertionFailure() << "element " << i << ": " << got.data<int64_t>()[i]
+                                             << " vs " << want.data<int64_t>()[i];
+      }
+      continue;
+    }
+    const double g = element(got, i), w = element(want, i);
+    bool ok;
+    if (!is_floating(got.dtype)) {
+      ok = g == w;
+    } else if (std::isnan(w) || std::isnan(g)) {
+      ok = std::isnan(w) && std::isnan(g);
+    } else if (std::isinf(w) || std::isinf(g)) {
+      ok = g == w;
+    } else {
+      ok = std::fabs(g - w) <= atol + rtol * std::fabs(w);
+    }
+    if (!ok) {
+      return ::testing::AssertionFailure() << "element " << i << " of " << got.numel() << ": "
+                                           << fmt::format("{:.9g} vs {:.9g}", g, w);
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---- Programs from the lazy API ----
+
+struct Recorded {
+  Program program;
+  std::vector<Array> inputs;
+};
+
+Recorded record(Context* context, const std::vector<Tensor>& outputs) {
+  // A lazy view has no pending value of its own: clone() makes the view's
+  // value a pending node (the view ops applied to its base's value).
+  std::vector<Tensor> values;
+  for (const Tensor& t : outputs) values.push_back(t->is_lazy_view() ? clone(t) : t);
+  std::vector<TensorImpl*> roots;
+  for (const Tensor& t : values) roots.push_back(t.get());
+  const Graph graph = context->extract(roots);
+  return {program_from_graph(graph), program_inputs(graph)};
+}
+
+// Values spread over [-range, range] (integers: whole numbers), with a
+// few special ones among floats when `specials`.
+Array random_array(const Shape& shape, DType dtype, std::mt19937& rng, double range = 3,
+                   bool specials = false) {
+  Array a = Array::empty(shape, dtype);
+  std::uniform_real_distribution<double> uniform(-range, range);
+  const double kSpecial[] = {0.0,
+                             -0.0,
+                             0.5,
+                             -0.5,
+                             1.5,
+                             2.5,
+                             -2.5,
+                             std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()};
+  for (int64_t i = 0; i < a.numel(); i++) {
+    double v = uniform(rng);
+    if (specials && is_floating(dtype) && rng() % 8 == 0) v = kSpecial[rng() % std::size(kSpecial)];
+    switch (dtype) {
+      case DType::boolean:
+        a.data<uint8_t>()[i] = v > 0;
+        break;
+      case DType::i32:
+        a.data<int32_t>()[i] = static_cast<int32_t>(std::lround(v));
+        break;
+      case DType::i64:
+        a.data<int64_t>()[i] = std::lround(v);
+        break;
+      case DType::f32:
+        a.data<float>()[i] = static_cast<float>(v);
+        break;
+      case DType::f64:
+        a.data<double>()[i] = v;
+        break;
+    }
+  }
+  return a;
+}
+
+constexpr DType kAllDtypes[] = {DType::boolean, DType::i32, DType::i64, DType::f32, DType::f64};
+
+// Plans recorded programs; run() builds all their kernels as one shared
+// object (one compiler run instead of hundreds), runs each plan whole, in
+// 3 pieces and on the thread pool, and compares with interpret().
+class Batch {
+ public:
+  const Plan& add(const Recorded& recorded, double rtol, double atol, const std::string& what) {
+    EXPECT_FALSE(recorded.program.outputs.empty()) << what;
+    entries_.push_back({recorded, plan_program(recorded.program), rtol, atol, what,
+                        fmt::format("b{}_", entries_.size())});
+    if (std::getenv("LAZYLUA_TEST_DUMP")) {
+      const std::string header = std::string(codegen_prelude()) + kernel_math_source();
+      std::printf(
+          "==== %s\n%s%s\n", what.c_str(), entries_.back().plan.summary.c_str(),
+          entries_.back()
+              .plan.source.substr(std::min(header.size(), entries_.back().plan.source.size()))
+              .c_str());
+    }
+    return entries_.back().plan;
+  }
+
+  void run() {
+    if (entries_.empty()) return;
+    const std::string header = std::string(codegen_prelude()) + kernel_math_source();
+    std::string source = header;
+    for (const Entry& entry : entries_) {
+      if (entry.plan.source.empty()) continue;
+      EXPECT_EQ(entry.plan.source.compare(0, header.size(), header), 0);
+      const std::string kernels = entry.plan.source.substr(header.size());
+      source += std::regex_replace(kernels, std::regex("lazylua_kernel_"),
+                                   entry.prefix + "lazylua_kernel_");
+    }
+    std::shared_ptr<Library> library = build(source);
+    ASSERT_TRUE(library);
+    for (const Entry& entry : entries_) compare(entry, *library);
+    entries_.clear();
+  }
+
+ private:
+  struct Entry {
+    Recorded recorded;
+    Plan plan;
+    double rtol, atol;
+    std::string what;
+    std::string prefix;
+  };
+
+  static void compare(const Entry& entry, const Library& library) {
+    const Recorded& recorded = entry.recorded;
+    const Plan& plan = entry.plan;
+    std::vector<Array> expected;
+    std::string eager_error;
+    try {
+      expected = interpret(recorded.program, recorded.inputs);
+    } catch (const Error& error) {
+      eager_error = error.what();
+    }
+    for (int mode = 0; mode < 3; mode++) {
+      const Outcome outcome = run_plan(plan, library, recorded.program, recorded.inputs,
+                                       mode == 1 ? 3 : 1, mode == 2, entry.prefix);
+      if (!eager_error.empty()) {
+        EXPECT_TRUE(outcome.error != 0 || !outcome.eager_error.empty())
+            << entry.what << ": eager failed with '" << eager_error << "' but the plan ran\n"
+            << recorded.program.text();
+        continue;
+      }
+      EXPECT_EQ(outcome.error, 0) << entry.what << "\n" << recorded.program.text();
+      EXPECT_EQ(outcome.eager_error, "") << entry.what;
+      if (outcome.error || !outcome.eager_error.empty()) return;
+      for (size_t k = 0; k < expected.size(); k++) {
+        EXPECT_TRUE(same_values(outcome.outputs[k], expected[k], entry.rtol, entry.atol))
+            << entry.what << " output " << k << " (mode " << mode << ")\n"
+            << recorded.program.text() << plan.summary;
+      }
+    }
+  }
+
+  std::deque<Entry> entries_;
+};
+
+int count_steps(const Plan& plan, Step::Kind kind) {
+  int count = 0;
+  for (const Step& step : plan.steps) count += step.kind == kind;
+  return count;
+}
+
+int temporary_slots(const Plan& plan) {
+  int count = 0;
+  for (const Slot& slot : plan.slots) count += slot.instruction < 0;
+  return count;
+}
+
+class Codegen : public ::testing::Test {
+ protected:
+  void TearDown() override { batch.run(); }
+  // Queues a program for checking at the end of the test; returns its plan.
+  const Plan& check(const Recorded& recorded, double rtol = 1e-6, double atol = 1e-6,
+                    const std::string& what = "") {
+    return batch.add(recorded, rtol, atol, what);
+  }
+
+  Batch batch;
+  Ref<Context> context = make_ref<Context>();
+  std::mt19937 rng{12345};
+  Tensor data(const Shape& shape, DType dtype = DType::f32, double range = 3,
+              bool specials = false) {
+    return make_tensor(context.get(), random_array(shape, dtype, rng, range, specials));
+  }
+  Recorded record(const std::vector<Tensor>& outputs) {
+    return compiler::record(context.get(), outputs);
+  }
+};
+
+ops::Scalar number(double v) {
+  return v == std::floor(v) ? ops::Scalar::from_integer(static_cast<int64_t>(v))
+                            : ops::Scalar::from_double(v);
+}
+
+Tensor w1(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const Tensor sum = binary(BinaryOp::add, binary(BinaryOp::mul, a, b), c);
+  const Tensor half = binary(BinaryOp::mul, sum, ops::Scalar::from_double(0.5));
+  return binary(BinaryOp::add, unary(UnaryOp::tanh, half), a);
+}
+
+// ---- W1 ----
+
+TEST_F(Codegen, W1IsOneKernelWithNoTemporaries) {
+  const Shape shape{1000000};
+  const Tensor a = data(shape), b = data(shape), c = data(shape);
+  const Plan& plan = check(record({w1(a, b, c)}), 4e-6, 1e-6);
+  EXPECT_EQ(plan.steps.size(), 1u) << plan.summary;
+  EXPECT_EQ(plan.kernel_count, 1);
+  EXPECT_EQ(temporary_slots(plan), 0);
+  EXPECT_EQ(plan.slots.size(), 5u);  // a, b, c, 0.5 and the result
+  EXPECT_NE(plan.summary.find("kernel"), std::string::npos);
+}
+
+// The inner loop of the W1 kernel must be vectorized (no scalar libm calls).
+TEST_F(Codegen, W1InnerLoopIsVectorized) {
+  const Shape shape{4096};
+  const Tensor a = data(shape), b = data(shape), c = data(shape);
+  const Plan plan = plan_program(record({w1(a, b, c)}).program);
+  std::string log;
+  ASSERT_TRUE(build(plan.source, "-fopt-info-vec-optimized", &log));
+  // Lines of the kernel's body in the source.
+  const size_t start = plan.source.find("int lazylua_kernel_0_run");
+  const size_t stop = plan.source.find("\n}\n", start);
+  ASSERT_NE(start, std::string::npos);
+  auto line_of = [&](size_t offset) {
+    return 1 + std::count(plan.source.begin(), plan.source.begin() + offset, '\n');
+  };
+  const int64_t first = line_of(start), last = line_of(stop);
+  std::regex vectorized(R"(k\.c:(\d+):\d+: optimized: loop vectorized)");
+  bool found = false;
+  for (std::sregex_iterator it(log.begin(), log.end(), vectorized), end; it != end; ++it) {
+    const int64_t line = std::stoll((*it)[1]);
+    found = found || (line >= first && line <= last);
+  }
+  EXPECT_TRUE(found) << log.substr(0, 3000) << plan.source.substr(start, stop - start);
+  const std::string body = plan.source.substr(start, stop - start);
+  EXPECT_EQ(std::regex_search(body, std::regex(R"([^_a-z]tanhf?\()")), false) << body;
+  if (std::getenv("LAZYLUA_TEST_DUMP")) std::printf("%s\n", body.c_str());
+}
+
+// ---- Elementwise ops, every dtype ----
+
+bool is_transcendental(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::exp:
+    case UnaryOp::expm1:
+    case UnaryOp::log:
+    case UnaryOp::log1p:
+    case UnaryOp::log2:
+    case UnaryOp::sin:
+    case UnaryOp::cos:
+    case UnaryOp::tan:
+    case UnaryOp::tanh:
+    case UnaryOp::sigmoid:
+    case UnaryOp::gelu:
+      return true;
+    default:
+      return false;
+  }
+}
+
+TEST_F(Codegen, EveryUnaryOpOnEveryDtype) {
+  const Shape shape{37, 13};  // not a multiple of any vector width
+  int programs = 0;
+  for (int k = 0; k <= static_cast<int>(UnaryOp::logical_not); k++) {
+    const auto op = static_cast<UnaryOp>(k);
+    for (DType dtype : kAllDtypes) {
+      const Tensor x = data(shape, dtype, 4, true);
+      Tensor y;
+      try {
+        y = unary(op, x);
+      } catch (const Error&) {
+        continue;
+      }
+      const double rtol = is_transcendental(op) ? 1e-5 : 1e-6;
+      check(record({y}), rtol, 1e-6, fmt::format("{} {}", unary_op_name(op), dtype_name(dtype)));
+      programs++;
+    }
+  }
+  EXPECT_GT(programs, 80);
+}
+
+// Both operands of every dtype (promotion, bool logic, int division giving
+// f32, comparisons giving bool), broadcasting in both directions.
+TEST_F(Codegen, EveryBinaryOpOnEveryDtypePair) {
+  int programs = 0;
+  for (int k = 0; k <= static_cast<int>(BinaryOp::logical_xor); k++) {
+    const auto op = static_cast<BinaryOp>(k);
+    for (DType left : kAllDtypes) {
+      for (DType right : kAllDtypes) {
+        const Tensor a = data({5, 1, 7}, left, 6, true);
+        Tensor b = data({3, 1}, right, 6, true);
+        if (op == BinaryOp::floordiv || op == BinaryOp::mod || op == BinaryOp::pow) {
+          // Integer divisors must not be 0 here (see IntegerDivisionByZero),
+          // nor integer exponents negative.
+          Array values = random_array({3, 1}, right, rng, 6);
+          for (int64_t i = 0; i < values.numel(); i++) {
+            if (right == DType::i32)
+              values.data<int32_t>()[i] = 1 + std::abs(values.data<int32_t>()[i]);
+            if (right == DType::i64)
+              values.data<int64_t>()[i] = 1 + std::abs(values.data<int64_t>()[i]);
+            if (right == DType::boolean) values.data<uint8_t>()[i] = 1;
+          }
+          b = make_tensor(context.get(), values);
+        }
+        Tensor y;
+        try {
+          y = binary(op, a, b);
+        } catch (const Error&) {
+          continue;
+        }
+        const double rtol = op == BinaryOp::pow || op == BinaryOp::atan2 ? 1e-5 : 1e-6;
+        check(record({y}), rtol, 1e-6,
+              fmt::format("{} {} {}", binary_op_name(op), dtype_name(left), dtype_name(right)));
+        programs++;
+      }
+    }
+  }
+  EXPECT_GT(programs, 400);
+}
+
+// Lua numbers on either side: scalar inputs, and the constants 0 and 1.
+TEST_F(Codegen, NumbersOnEitherSide) {
+  const double kNumbers[] = {0, 1, 2, -3, 2.5, -0.75};
+  const BinaryOp kOps[] = {BinaryOp::add, BinaryOp::sub,     BinaryOp::mul, BinaryOp::div,
+                           BinaryOp::pow, BinaryOp::maximum, BinaryOp::lt,  BinaryOp::eq,
+                           BinaryOp::mod, BinaryOp::floordiv};
+  for (DType dtype : kAllDtypes) {
+    for (BinaryOp op : kOps) {
+      for (double v : kNumbers) {
+        for (int side = 0; side < 2; side++) {
+          const Tensor x = data({4, 9}, dtype, 5);
+          Tensor y;
+          try {
+            y = side ? binary(op, number(v), x) : binary(op, x, number(v));
+          } catch (const Error&) {
+            continue;
+          }
+          check(record({y}), 1e-5, 1e-6,
+                fmt::format("{} {} {} side {}", binary_op_name(op), dtype_name(dtype), v, side));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Codegen, WhereCastAndClamp) {
+  for (DType a_type : kAllDtypes) {
+    for (DType b_type : kAllDtypes) {
+      const Tensor condition = data({6, 1}, DType::i32, 2);
+      const Tensor y = where(condition, data({6, 5}, a_type), data({5}, b_type));
+      check(record({y}), 1e-6, 0,
+            fmt::format("where {} {}", dtype_name(a_type), dtype_name(b_type)));
+    }
+  }
+  for (DType from : kAllDtypes) {
+    for (DType to : kAllDtypes) {
+      if (to == from) continue;  // cast returns the tensor itself
+      // Float -> int with NaN, infinities and out-of-range values.
+      Array values = random_array({64}, from, rng, 3e9, true);
+      const Tensor y = cast(make_tensor(context.get(), values), to);
+      check(record({y}), 0, 0, fmt::format("cast {} -> {}", dtype_name(from), dtype_name(to)));
+    }
+  }
+  const std::optional<ops::Scalar> kBounds[] = {std::nullopt,
+                                                ops::Scalar::from_integer(-2),
+                                                ops::Scalar::from_integer(3),
+                                                ops::Scalar::from_double(-1.5),
+                                                ops::Scalar::from_double(2.25),
+                                                ops::Scalar::from_integer(int64_t{1} << 40),
+                                                ops::Scalar::from_double(std::nan(""))};
+  for (DType dtype : kAllDtypes) {
+    for (const auto& low : kBounds) {
+      for (const auto& high : kBounds) {
+        if (!low && !high) continue;
+        Tensor y;
+        try {
+          y = clamp(data({3, 17}, dtype, 4, true), low, high);
+        } catch (const Error&) {
+          continue;
+        }
+        check(record({y}), 0, 0, fmt::format("clamp {}", dtype_name(dtype)));
+      }
+    }
+  }
+}
+
+TEST_F(Codegen, Broadcasting) {
+  const std::vector<std::pair<Shape, Shape>> kPairs = {
+      {{4, 5}, {5}},      {{4, 5}, {4, 1}}, {{1, 5}, {4, 1}}, {{3, 1, 5}, {1, 4, 1}},
+      {{2, 3, 4, 5}, {}}, {{}, {2, 3}},     {{1}, {7, 1}},    {{6, 1, 1}, {1, 1, 9}},
+      {{1, 1}, {1, 1}},   {{2, 0, 3}, {3}}, {{4097}, {1}},    {{3, 5000}, {3, 1}}};
+  for (const auto& [left, right] : kPairs) {
+    const Tensor a = data(left), b = data(right);
+    check(record({binary(BinaryOp::sub, a, b), binary(BinaryOp::mul, b, a)}), 1e-6, 1e-6,
+          shape_string(left) + shape_string(right));
+  }
+}
+
+TEST_F(Codegen, ViewsAreIndexArithmetic) {
+  const Tensor a = data({6, 8}), b = data({8, 6}), c = data({2, 3, 4}), d = data({6, 8});
+  // Transpose and permute of inputs, mixed with contiguous operands.
+  check(record({binary(BinaryOp::add, transpose(a, 0, 1), b)}), 1e-6, 1e-6, "transpose");
+  check(record({binary(BinaryOp::mul, permute(c, {2, 0, 1}), data({4, 2, 3}))}), 1e-6, 1e-6,
+        "permute");
+  // Narrow, select, expand, unsqueeze/squeeze.
+  check(record({binary(BinaryOp::add, narrow(a, 1, 2, 5), narrow(d, 1, 1, 5))}), 1e-6, 1e-6,
+        "narrow");
+  check(record({binary(BinaryOp::add, select(a, 0, 3), select(b, 1, 2))}), 1e-6, 1e-6, "select");
+  check(record({binary(BinaryOp::add, expand(data({1, 8}), {6, 8}), a)}), 1e-6, 1e-6, "expand");
+  check(record({unsqueeze(binary(BinaryOp::add, a, d), 1)}), 1e-6, 1e-6, "unsqueeze");
+  // Views of computed values.
+  const Tensor sum = binary(BinaryOp::add, a, d);
+  check(record({binary(BinaryOp::sub, transpose(sum, 0, 1), b)}), 1e-6, 1e-6, "transpose of sum");
+  check(record({narrow(select(unary(UnaryOp::exp, c), 1, 2), 1, 1, 2)}), 1e-5, 1e-6,
+        "select and narrow of exp");
+  // Reshapes: of inputs (strides), of a transposed input (a copy first),
+  // of a computed value (stored first), squeeze-like ones of anything.
+  check(record({binary(BinaryOp::add, reshape(a, {4, 12}), data({4, 12}))}), 1e-6, 1e-6,
+        "reshape of input");
+  check(record({reshape(transpose(a, 0, 1), {48})}), 0, 0, "flatten of transpose");
+  const Plan& plan = check(record({reshape(binary(BinaryOp::mul, a, d), {2, 24})}), 1e-6, 1e-6,
+                           "reshape of product");
+  EXPECT_LE(plan.kernel_count, 2);
+  check(record({transpose(reshape(narrow(c, 2, 1, 2), {3, 2, 2}), 0, 2)}), 0, 0,
+        "reshape of narrow");
+  check(record({binary(BinaryOp::add, squeeze(unsqueeze(sum, 0), 0), a)}), 1e-6, 1e-6,
+        "squeeze of unsqueeze");
+  // A transposed output is written contiguously.
+  check(record({transpose(b, 0, 1)}), 0, 0, "transposed output");
+}
+
+// ---- Steps that are not kernels ----
+
+TEST_F(Codegen, MatmulAndReferenceStepsBetweenKernels) {
+  const Tensor x = data({16, 32}), w = data({24, 32}), bias = data({24});
+  const Tensor h = unary(UnaryOp::relu, binary(BinaryOp::add, matmul(x, transpose(w, 0, 1)), bias));
+  const Tensor c = cumsum(h, 1);
+  const Tensor out = binary(BinaryOp::mul, c, ops::Scalar::from_double(0.5));
+  const Plan& plan = check(record({out}), 1e-5, 1e-5);
+  EXPECT_EQ(count_steps(plan, Step::Kind::matmul), 1) << plan.summary;
+  EXPECT_EQ(count_steps(plan, Step::Kind::reference), 1) << plan.summary;
+  EXPECT_GE(count_steps(plan, Step::Kind::kernel), 2) << plan.summary;
+  // Indexing ops fall back too, mixed with kernels.
+  const Tensor index = make_tensor(context.get(), random_array({5}, DType::i64, rng, 0));
+  const Tensor picked = index_select(unary(UnaryOp::exp, x), 0,
+                                     binary(BinaryOp::add, index, ops::Scalar::from_integer(3)));
+  check(record({binary(BinaryOp::mul, picked, picked), cat({x, x}, 0)}), 1e-5, 1e-6, "indexing");
+}
+
+TEST_F(Codegen, IntegerDivisionByZeroReturnsTheErrorCode) {
+  for (DType dtype : {DType::i32, DType::i64}) {
+    for (BinaryOp op : {BinaryOp::floordiv, BinaryOp::mod}) {
+      Array divisor = random_array({100}, dtype, rng, 5);
+      for (int64_t i = 0; i < 100; i++) {
+        if (dtype == DType::i32) divisor.data<int32_t>()[i] = i == 77 ? 0 : 3;
+        if (dtype == DType::i64) divisor.data<int64_t>()[i] = i == 77 ? 0 : 3;
+      }
+      const Tensor y = binary(op, data({100}, dtype, 50), make_tensor(context.get(), divisor));
+      const Recorded recorded = record({binary(BinaryOp::add, y, ops::Scalar::from_integer(2))});
+      const Plan plan = plan_program(recorded.program);
+      std::shared_ptr<Library> library = build(plan.source);
+      ASSERT_TRUE(library);
+      int instruction = -1;
+      for (size_t i = 0; i < recorded.program.instructions.size(); i++) {
+        if (recorded.program.instructions[i].op == Op::binary &&
+            recorded.program.instructions[i].sub_op == static_cast<uint8_t>(op)) {
+          instruction = static_cast<int>(i);
+        }
+      }
+      const KernelError kind = op == BinaryOp::floordiv ? KernelError::integer_divide_by_zero
+                                                        : KernelError::integer_modulo_by_zero;
+      for (int pieces : {1, 4}) {
+        const Outcome outcome = run_plan(plan, *library, recorded.program, recorded.inputs, pieces);
+        EXPECT_EQ(outcome.error, error_code(instruction, kind)) << plan.source;
+      }
+      EXPECT_THROW(interpret(recorded.program, recorded.inputs), Error);
+    }
+  }
+  // minint // -1 wraps and minint % -1 is 0, without trapping.
+  Array minimum = Array::empty({2}, DType::i64);
+  minimum.data<int64_t>()[0] = INT64_MIN;
+  minimum.data<int64_t>()[1] = 7;
+  const Tensor m = make_tensor(context.get(), minimum);
+  check(record({binary(BinaryOp::floordiv, m, ops::Scalar::from_integer(-1)),
+                binary(BinaryOp::mod, m, ops::Scalar::from_integer(-1))}),
+        0, 0, "minint");
+}
+
+// ---- Reductions ----
+
+constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::mean, ReduceOp::max,
+                                      ReduceOp::min, ReduceOp::any,  ReduceOp::all};
+
+TEST_F(Codegen, ReductionsOverEveryDimAndAll) {
+  for (ReduceOp op : kAllReduceOps) {
+    for (DType dtype : kAllDtypes) {
+      // prod of many values overflows; keep them near 1 there.
+      const double range = op == ReduceOp::prod ? 1.2 : 5;
+      const Tensor x = data({6, 5, 7}, dtype, range, op != ReduceOp::prod);
+      const Tensor xt = permute(data({7, 6, 5}, dtype, range), {1, 2, 0});
+      for (const Tensor& input : {x, xt}) {
+        for (int dim = -1; dim < 3; dim++) {
+          for (bool keepdim : {false, true}) {
+            Tensor y;
+            try {
+              y = reduce(op, input, dim < 0 ? std::nullopt : std::optional<int>(dim), keepdim);
+            } catch (const Error&) {
+              continue;
+            }
+            check(record({y}), 1e-5, 1e-6,
+                  fmt::format("{} {} dim {} keepdim {}", reduce_op_name(op), dtype_name(dtype), dim,
+                              keepdim));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Long lines, long columns, and everything: the block folds, the column
+// accumulators and the partials of a full reduction.
+TEST_F(Codegen, LargeReductions) {
+  const Tensor x = data({300, 4000});
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min}) {
+    check(record({reduce(op, x, 0, false), reduce(op, x, 1, true)}), 4000 * 1e-7, 1e-5,
+          reduce_op_name(op));
+    const Plan& plan = check(record({reduce(op, x, std::nullopt, false)}), 1.2e6 * 1e-7, 1e-3,
+                             std::string("all ") + reduce_op_name(op));
+    EXPECT_EQ(count_steps(plan, Step::Kind::kernel), 2) << plan.summary;  // partials, then total
+    EXPECT_EQ(temporary_slots(plan), 1);
+  }
+  const Tensor i = data({1000, 1500}, DType::i32, 1000);
+  check(record({reduce(ReduceOp::sum, i, std::nullopt, false), reduce(ReduceOp::sum, i, 0, false),
+                reduce(ReduceOp::max, transpose(i, 0, 1), 1, false)}),
+        0, 0, "i32");
+  const Tensor b = data({999, 777}, DType::boolean);
+  check(record({reduce(ReduceOp::any, b, 0, false), reduce(ReduceOp::all, b, 1, false),
+                reduce(ReduceOp::sum, b, std::nullopt, false)}),
+        0, 0, "bool");
+  // Empty extents: identities (max/min of nothing go to eager code).
+  const Tensor empty = data({4, 0, 3});
+  for (ReduceOp op : kAllReduceOps) {
+    check(record({reduce(op, empty, 1, false)}), 0, 0, std::string("empty ") + reduce_op_name(op));
+  }
+}
+
+TEST_F(Codegen, ProducersFuseIntoReductions) {
+  const Tensor a = data({8, 9, 10}), b = data({8, 9, 10});
+  const Plan& plan = check(record({reduce(ReduceOp::sum, binary(BinaryOp::mul, a, b), 2, false)}),
+                           1e-5, 1e-6, "(a*b):sum(3)");
+  EXPECT_EQ(plan.steps.size(), 1u) << plan.summary;
+  EXPECT_EQ(plan.slots.size(), 3u);  // a, b, the sums: no slot for a*b
+  // Broadcasts, views and casts inside the reduced expression.
+  const Tensor row = data({10}), t = data({10, 9, 8});
+  check(record({reduce(ReduceOp::max, binary(BinaryOp::sub, permute(t, {2, 1, 0}), row), 1, true)}),
+        1e-6, 1e-6, "max(t' - row)");
+  check(
+      record({reduce(ReduceOp::mean,
+                     unary(UnaryOp::exp, cast(data({40, 50}, DType::i32), DType::f64)), 0, false)}),
+      1e-9, 1e-9, "mean(exp(f64(i)))");
+  // A reduction's result feeding elementwise work and another reduction.
+  const Tensor m = reduce(ReduceOp::max, a, 2, true);
+  const Tensor centered = binary(BinaryOp::sub, a, m);
+  check(record({reduce(ReduceOp::sum, unary(UnaryOp::exp, centered), 2, true), centered}), 1e-5,
+        1e-6, "exp(a - max)");
+}
+
+TEST_F(Codegen, SoftmaxOverTheLastDimIsOneKernel) {
+  for (DType dtype : {DType::f32, DType::f64, DType::i64}) {
+    for (bool log : {false, true}) {
+      const Tensor x = data({33, 70}, dtype, 10);
+      const Plan& plan = check(record({softmax(x, 1, log)}), 1e-5, 1e-7,
+                               fmt::format("softmax {} log {}", dtype_name(dtype), log));
+      EXPECT_EQ(plan.steps.size(), 1u) << plan.summary;
+      // A fused producer, a long row, another dim (eager), a 1-d input.
+      const Tensor scaled = binary(BinaryOp::mul, transpose(data({70, 33}, dtype), 0, 1),
+                                   ops::Scalar::from_double(2.5));
+      const Plan& fused = check(record({softmax(scaled, 1, log)}), 1e-5, 1e-7, "fused softmax");
+      EXPECT_EQ(fused.steps.size(), 1u) << fused.summary;
+      check(record({softmax(data({3, 5000}, dtype), 1, log)}), 1e-5, 1e-9, "long rows");
+      const Plan& other = check(record({softmax(x, 0, log)}), 1e-5, 1e-7, "dim 1");
+      EXPECT_EQ(count_steps(other, Step::Kind::reference), 1);
+      check(record({softmax(data({17}, dtype), 0, log)}), 1e-5, 1e-7, "1-d");
+    }
+  }
+  // Rows with infinities and NaN behave as in eager mode.
+  Array special = random_array({4, 6}, DType::f32, rng);
+  special.data<float>()[3] = std::numeric_limits<float>::infinity();
+  special.data<float>()[8] = -std::numeric_limits<float>::infinity();
+  special.data<float>()[15] = std::nan("");
+  for (bool log : {false, true}) {
+    check(record({softmax(make_tensor(context.get(), special), 1, log)}), 1e-5, 1e-7, "special");
+  }
+}
+
+// ---- Fusion decisions ----
+
+class Fuse : public Codegen {
+ protected:
+  // The instruction of `program` computed by op `name` (the last one).
+  static int find(const Program& program, const std::string& name) {
+    int found = -1;
+    for (size_t i = 0; i < program.instructions.size(); i++) {
+      if (program.instructions[i].name() == name) found = static_cast<int>(i);
+    }
+    return found;
+  }
+};
+
+TEST_F(Fuse, ExpensiveValueReadByTwoKernelsIsStored) {
+  const Tensor a = data({50, 60});
+  const Tensor e = unary(UnaryOp::exp, a);
+  const Recorded recorded =
+      record({reduce(ReduceOp::sum, e, 1, false), binary(BinaryOp::mul, e, data({50, 60}))});
+  const Fusion fusion = fuse_program(recorded.program);
+  EXPECT_TRUE(fusion.materialized[find(recorded.program, "exp")]);
+  check(recorded, 1e-5, 1e-6);
+}
+
+TEST_F(Fuse, CheapValueReadByTwoKernelsIsRecomputed) {
+  const Tensor d = binary(BinaryOp::sub, data({50, 60}), data({50, 60}));
+  const Recorded recorded =
+      record({reduce(ReduceOp::sum, d, 1, false), binary(BinaryOp::mul, d, d)});
+  const Fusion fusion = fuse_program(recorded.program);
+  EXPECT_FALSE(fusion.materialized[find(recorded.program, "sub")]);
+  EXPECT_EQ(fusion.steps.size(), 2u);
+  check(recorded, 1e-5, 1e-6);
+}
+
+// Outputs of one shape share a loop: the later one reads the earlier one
+// where it is computed, not from memory.
+TEST_F(Fuse, OutputsOfOneShapeShareAKernel) {
+  const Tensor a = data({1000}), b = data({1000}), c = data({1000});
+  const Tensor u = binary(BinaryOp::mul, a, b);
+  const Tensor y = unary(UnaryOp::tanh, binary(BinaryOp::add, u, c));
+  const Tensor z = binary(BinaryOp::sub, c, a);
+  const Plan& plan = check(record({u, y, z}), 4e-6, 1e-6);
+  EXPECT_EQ(plan.steps.size(), 1u) << plan.summary;
+  EXPECT_EQ(plan.steps[0].slots.size(), 6u);  // a, b, c, u, y, z
+  // A transposed read of an output cannot share its loop.
+  const Tensor square = data({30, 30});
+  const Tensor s = binary(BinaryOp::mul, square, square);
+  const Plan& split = check(record({s, binary(BinaryOp::add, transpose(s, 0, 1), square)}));
+  EXPECT_EQ(split.steps.size(), 2u) << split.summary;
+}
+
+// eager mode checks every divisor of an integer //, also those a slice
+// drops: such a division is computed whole.
+TEST_F(Fuse, IntegerDivisionSeenThroughASliceIsStored) {
+  const Tensor q =
+      binary(BinaryOp::floordiv, data({10, 8}, DType::i64, 20), data({8}, DType::i64, 3));
+  const Recorded recorded = record({narrow(q, 1, 2, 3)});
+  ASSERT_GE(find(recorded.program, "floordiv"), 0) << recorded.program.text();
+  const Fusion fusion = fuse_program(recorded.program);
+  EXPECT_TRUE(fusion.materialized[find(recorded.program, "floordiv")]);
+  check(recorded, 0, 0);
+}
+
+TEST_F(Fuse, ReshapeNeedsMemoryOrSqueezes) {
+  const Tensor a = data({6, 4}), b = data({6, 4});
+  // Flattening a computed value: the value is stored, the reshape is a view.
+  const Recorded flat = record({reshape(binary(BinaryOp::add, a, b), {3, 8})});
+  EXPECT_TRUE(fuse_program(flat.program).materialized[find(flat.program, "add")]);
+  check(flat, 1e-6, 1e-6);
+  // Adding extent-1 dims is index arithmetic on any value.
+  const Recorded squeezed =
+      record({reduce(ReduceOp::sum, unsqueeze(binary(BinaryOp::add, a, b), 1), 0, false)});
+  const Fusion fusion = fuse_program(squeezed.program);
+  EXPECT_FALSE(fusion.materialized[find(squeezed.program, "add")]);
+  check(squeezed, 1e-6, 1e-6);
+}
+
+}  // namespace
+}  // namespace lazylua::compiler
