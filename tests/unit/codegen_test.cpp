@@ -873,5 +873,254 @@ TEST_F(Fuse, ReshapeNeedsMemoryOrSqueezes) {
   check(squeezed, 1e-6, 1e-6);
 }
 
+// ---- Random programs ----
+
+// Records random programs with the lazy API: elementwise ops of every kind
+// and dtype, numbers, broadcasts, views of inputs and of computed values,
+// reductions, softmax, matmul and eager-only ops, several outputs. Values
+// that carry rounding differences (transcendentals, float reductions,
+// matmul) are "approximate": discontinuous ops (rounding, comparisons,
+// conversions to integers, //, %) are not applied to them, since a last-bit
+// difference could flip their result.
+class RandomProgram {
+ public:
+  RandomProgram(Context* context, std::mt19937& rng) : context_(context), rng_(rng) {
+    // Mostly small, sometimes big enough for chunked loops, folds of
+    // blocks, column blocks and the partials of full reductions.
+    const bool big = chance(10);
+    rows_ = 1 + pick(big ? 150 : 9);
+    cols_ = 1 + pick(big ? 3000 : 11);
+    const int inputs = 2 + pick(3);
+    for (int i = 0; i < inputs; i++) add_input();
+    const int ops = 3 + pick(9);
+    for (int i = 0; i < ops; i++) {
+      for (int attempt = 0; attempt < 20; attempt++) {
+        try {
+          if (step()) break;
+        } catch (const Error&) {
+          // An invalid combination (bool - bool, a bad shape): try another.
+        }
+      }
+    }
+  }
+
+  std::vector<Tensor> outputs() {
+    std::vector<Tensor> result;
+    const int count = 1 + pick(3);
+    for (int k = 0; k < count; k++) {
+      const Value& v = pool_[pool_.size() - 1 - pick(std::min<int>(4, pool_.size()))];
+      result.push_back(v.tensor);
+    }
+    return result;
+  }
+
+  bool approximate() const {
+    for (const Value& v : pool_) {
+      if (v.approximate) return true;
+    }
+    return false;
+  }
+
+ private:
+  struct Value {
+    Tensor tensor;
+    bool approximate;
+  };
+
+  int pick(int n) { return static_cast<int>(rng_() % static_cast<unsigned>(n)); }
+  bool chance(int percent) { return pick(100) < percent; }
+
+  DType random_dtype() {
+    const DType kWeighted[] = {DType::f32, DType::f32, DType::f32,    DType::f64,
+                               DType::i32, DType::i64, DType::boolean};
+    return kWeighted[pick(std::size(kWeighted))];
+  }
+  Shape random_shape() {
+    const Shape kShapes[] = {{rows_, cols_}, {rows_, cols_},   {cols_}, {rows_, 1}, {1, cols_}, {},
+                             {cols_, rows_}, {2, rows_, cols_}};
+    return kShapes[pick(std::size(kShapes))];
+  }
+  void add_input() {
+    const DType dtype = random_dtype();
+    pool_.push_back(
+        {make_tensor(context_, random_array(random_shape(), dtype, rng_, 4, chance(20))), false});
+  }
+  const Value& any() { return pool_[pick(pool_.size())]; }
+  const Value& recent() { return pool_[pool_.size() - 1 - pick(std::min<int>(3, pool_.size()))]; }
+  bool is_float(const Value& v) const { return is_floating(v.tensor->dtype); }
+
+  ops::Scalar random_number() {
+    const double kNumbers[] = {0, 1, 2, -1, 3, 0.5, -2.25, 3.75, 7};
+    const double v = kNumbers[pick(std::size(kNumbers))];
+    return v == std::floor(v) && chance(70) ? ops::Scalar::from_integer(static_cast<int64_t>(v))
+                                            : ops::Scalar::from_double(v);
+  }
+
+  void push(Tensor t, bool approximate) { pool_.push_back({std::move(t), approximate}); }
+
+  bool step() {
+    const Value& x = chance(60) ? recent() : any();
+    const bool inexact = x.approximate && is_float(x);
+    switch (pick(14)) {
+      case 0:
+      case 1: {  // unary
+        const auto op = static_cast<UnaryOp>(pick(static_cast<int>(UnaryOp::logical_not) + 1));
+        const bool discontinuous = op == UnaryOp::floor || op == UnaryOp::ceil ||
+                                   op == UnaryOp::round || op == UnaryOp::trunc ||
+                                   op == UnaryOp::sign || op == UnaryOp::logical_not;
+        if (inexact && discontinuous) return false;
+        push(unary(op, x.tensor), x.approximate || is_transcendental(op));
+        return true;
+      }
+      case 2:
+      case 3:
+      case 4: {  // binary, tensor with tensor or with a number
+        const auto op = static_cast<BinaryOp>(pick(static_cast<int>(BinaryOp::logical_xor) + 1));
+        const bool discontinuous =
+            binary_is_comparison(op) || op == BinaryOp::floordiv || op == BinaryOp::mod;
+        const bool transcendental = op == BinaryOp::pow || op == BinaryOp::atan2;
+        if (chance(30)) {
+          if (inexact && discontinuous) return false;
+          const ops::Scalar n = random_number();
+          push(chance(50) ? binary(op, x.tensor, n) : binary(op, n, x.tensor),
+               x.approximate || transcendental);
+          return true;
+        }
+        const Value& y = any();
+        if (discontinuous && (inexact || (y.approximate && is_float(y)))) return false;
+        push(binary(op, x.tensor, y.tensor), x.approximate || y.approximate || transcendental);
+        return true;
+      }
+      case 5: {  // where
+        const Value& c = any();
+        if (c.approximate && is_float(c)) return false;
+        const Value& y = any();
+        push(where(c.tensor, x.tensor, y.tensor), x.approximate || y.approximate);
+        return true;
+      }
+      case 6: {  // cast, clamp
+        if (chance(50)) {
+          const DType to = random_dtype();
+          if (inexact && !is_floating(to)) return false;
+          if (to == x.tensor->dtype) return false;
+          push(cast(x.tensor, to), x.approximate);
+        } else {
+          std::optional<ops::Scalar> low, high;
+          if (chance(70)) low = random_number();
+          if (chance(70)) high = random_number();
+          push(clamp(x.tensor, low, high), x.approximate);
+        }
+        return true;
+      }
+      case 7:
+      case 8: {  // reduce
+        if (x.tensor->shape.rank() == 0) return false;
+        const auto op = static_cast<ReduceOp>(pick(7));
+        const bool all = chance(25);
+        const int dim = pick(x.tensor->shape.rank());
+        const Tensor y =
+            reduce(op, x.tensor, all ? std::nullopt : std::optional<int>(dim), chance(50));
+        const bool folds = op == ReduceOp::sum || op == ReduceOp::mean || op == ReduceOp::prod;
+        push(y, x.approximate || (folds && is_floating(y->dtype)));
+        return true;
+      }
+      case 9: {  // softmax, cumsum, matmul
+        if (x.tensor->shape.rank() == 0) return false;
+        const int which = pick(3);
+        if (which == 0) {
+          const int rank = x.tensor->shape.rank();
+          push(softmax(x.tensor, chance(80) ? rank - 1 : 0, chance(50)), true);
+        } else if (which == 1) {
+          const Tensor y = cumsum(x.tensor, pick(x.tensor->shape.rank()));
+          push(y, x.approximate || is_floating(y->dtype));
+        } else {
+          if (x.tensor->shape.rank() != 2 || !is_float(x)) return false;
+          const Shape& s = x.tensor->shape;
+          const Tensor w =
+              make_tensor(context_, random_array({s[1], 1 + pick(6)}, x.tensor->dtype, rng_));
+          push(matmul(x.tensor, w), true);
+        }
+        return true;
+      }
+      default: {  // views
+        const Shape& s = x.tensor->shape;
+        const int rank = s.rank();
+        switch (pick(6)) {
+          case 0:
+            if (rank < 2) return false;
+            push(transpose(x.tensor, 0, rank - 1), x.approximate);
+            return true;
+          case 1: {
+            if (rank == 0) return false;
+            const int dim = pick(rank);
+            if (s[dim] < 2) return false;
+            const int64_t start = pick(static_cast<int>(s[dim]) - 1);
+            push(narrow(x.tensor, dim, start, 1 + pick(static_cast<int>(s[dim] - start))),
+                 x.approximate);
+            return true;
+          }
+          case 2: {
+            if (rank == 0) return false;
+            const int dim = pick(rank);
+            push(select(x.tensor, dim, pick(static_cast<int>(s[dim]))), x.approximate);
+            return true;
+          }
+          case 3:
+            push(unsqueeze(x.tensor, pick(rank + 1)), x.approximate);
+            return true;
+          case 4: {
+            Shape target = s;
+            bool any_one = false;
+            for (int d = 0; d < rank; d++) {
+              if (target[d] == 1) {
+                target[d] = 1 + pick(5);
+                any_one = true;
+              }
+            }
+            if (!any_one && rank > 0) return false;
+            if (chance(30)) target.insert(0, 2);
+            push(expand(x.tensor, target), x.approximate);
+            return true;
+          }
+          default:
+            push(chance(50) ? flatten(x.tensor, 0, std::max(rank, 1) - 1)
+                            : reshape(x.tensor, {-1, 1}),
+                 x.approximate);
+            return true;
+        }
+      }
+    }
+  }
+
+  Context* context_;
+  std::mt19937& rng_;
+  int64_t rows_, cols_;
+  std::vector<Value> pool_;
+};
+
+TEST_F(Codegen, RandomProgramsMatchTheInterpreter) {
+  const char* count_text = std::getenv("LAZYLUA_TEST_RANDOM_PROGRAMS");
+  const int count = count_text ? std::atoi(count_text) : 200;
+  if (const char* seed = std::getenv("LAZYLUA_TEST_SEED")) rng.seed(std::atoi(seed));
+  int approximate = 0, kernels = 0, programs = 0;
+  int kinds[3] = {};
+  for (int i = 0; i < count; i++) {
+    RandomProgram random(context.get(), rng);
+    const Recorded recorded = record(random.outputs());
+    if (recorded.program.outputs.empty()) continue;  // only inputs were picked
+    const bool inexact = random.approximate();
+    approximate += inexact;
+    const Plan& plan = check(recorded, inexact ? 2e-4 : 1e-6, inexact ? 1e-4 : 1e-6,
+                             fmt::format("random program {}", i));
+    programs++;
+    kernels += plan.kernel_count;
+    for (const Step& step : plan.steps) kinds[static_cast<int>(step.kind)]++;
+  }
+  std::printf("%d programs (%d approximate): %d kernels, %d BLAS and %d eager steps\n", programs,
+              approximate, kinds[0], kinds[1], kinds[2]);
+  EXPECT_GT(programs, count * 9 / 10);
+  EXPECT_GT(kernels, programs);
+}
+
 }  // namespace
 }  // namespace lazylua::compiler
