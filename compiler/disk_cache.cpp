@@ -81,8 +81,9 @@ std::string default_cache_directory() {
 
 DiskCache& DiskCache::instance() {
   // Must not call toolchain(): toolchain() asks for this cache's directory.
-  static DiskCache cache(default_cache_directory());
-  return cache;
+  // Never destroyed: the compile thread may still be using it at exit.
+  static DiskCache* cache = new DiskCache(default_cache_directory());
+  return *cache;
 }
 
 DiskCache::DiskCache(std::string directory) : directory_(std::move(directory)) {

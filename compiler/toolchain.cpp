@@ -252,14 +252,16 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
 }
 
 const Toolchain& toolchain() {
-  static const Toolchain instance = [] {
+  // Never destroyed: the compile thread may still be using it at exit.
+  static const Toolchain* instance = [] {
     const char* command = std::getenv("LAZYLUA_CC");
     const char* extra_flags = std::getenv("LAZYLUA_CFLAGS");
     DiskCache& cache = DiskCache::instance();
-    return find_toolchain(command && *command ? command : "cc", extra_flags ? extra_flags : "",
-                          cache.enabled() ? cache.directory() : "");
+    return new Toolchain(find_toolchain(command && *command ? command : "cc",
+                                        extra_flags ? extra_flags : "",
+                                        cache.enabled() ? cache.directory() : ""));
   }();
-  return instance;
+  return *instance;
 }
 
 // --- Loading --------------------------------------------------------------------

@@ -2,6 +2,8 @@
 // the `tensor` module table.
 #include "interp/lua_tensor.h"
 
+#include "compiler/native_executor.h"
+
 #include <cstring>
 #include <new>
 
@@ -234,6 +236,9 @@ void create_context(lua_State* L) {
   context->location_user = L;
   context->collect_garbage = collect_lua_garbage;
   context->collect_garbage_user = L;
+  // The compiler runs the graphs (DESIGN.md §2: interp installs it).
+  context->executor = compiler::make_native_executor(compiler::compile_mode_from_environment(),
+                                                     context->debug_level);
   *static_cast<Context**>(lua_getextraspace(L)) = context;
 }
 

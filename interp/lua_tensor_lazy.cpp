@@ -1,5 +1,6 @@
 // lua_tensor_lazy.cpp - the lazy-mode functions of `tensor`: barriers and
 // syncs, the eager switch, metrics and the IR in text and Graphviz forms.
+#include "compiler/native_executor.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/allocator.h"
 
@@ -84,6 +85,17 @@ int metrics(lua_State* L) {
   set_integer(L, "key_misses", m.key_misses);
   set_integer(L, "barrier_collections", m.barrier_collections);
   set_number(L, "execute_seconds", m.execute_seconds);
+  set_integer(L, "compiles", m.compiles);
+  set_number(L, "compile_seconds", m.compile_seconds);
+  set_integer(L, "cache_hits", m.memory_cache_hits);
+  set_integer(L, "disk_hits", m.disk_cache_hits);
+  set_integer(L, "native_runs", m.native_runs);
+  set_integer(L, "interpreted_runs", m.interpreted_runs);
+  set_integer(L, "kernels", m.kernels);
+  set_integer(L, "fallbacks", m.fallbacks);
+  lua_newtable(L);
+  for (const auto& [op, count] : m.fallbacks_by_op) set_integer(L, op.c_str(), count);
+  lua_setfield(L, -2, "fallbacks_by_op");
   set_number(L, "sync_seconds", m.sync_seconds);
   set_integer(L, "live_pending", static_cast<int64_t>(context->pending_tensors().size()));
   const AllocatorStats memory = allocator_stats();
@@ -101,10 +113,13 @@ int reset_metrics(lua_State* L) {
   return 0;
 }
 
-// The graph that would compute these tensors' current values.
-template <bool dot>
+// The graph that would compute these tensors' current values, as IR text,
+// Graphviz, or the C the compiler generates for it.
+enum class GraphForm { ir, dot, code };
+
+template <GraphForm form>
 int show_graph(lua_State* L) {
-  const char* name = dot ? "dot" : "ir";
+  const char* name = form == GraphForm::ir ? "ir" : form == GraphForm::dot ? "dot" : "code";
   const std::vector<Tensor> tensors = tensor_arguments(L, 1, name);
   Context* context = tensor_context(L);
   // Temporary tensors whose pending values are the given tensors' values
@@ -116,7 +131,9 @@ int show_graph(lua_State* L) {
     roots.push_back(values.back().get());
   }
   const Graph graph = context->extract(roots);
-  const std::string text = dot ? graph_dot(graph) : graph_text(graph);
+  const std::string text = form == GraphForm::ir    ? graph_text(graph)
+                           : form == GraphForm::dot ? graph_dot(graph)
+                                                    : compiler::generated_source(graph);
   lua_pushlstring(L, text.data(), text.size());
   return 1;
 }
@@ -131,8 +148,9 @@ void register_lazy_functions(lua_State* L) {
       {"is_eager", guarded<is_eager>},
       {"metrics", guarded<metrics>},
       {"reset_metrics", guarded<reset_metrics>},
-      {"ir", guarded<show_graph<false>>},
-      {"dot", guarded<show_graph<true>>},
+      {"ir", guarded<show_graph<GraphForm::ir>>},
+      {"dot", guarded<show_graph<GraphForm::dot>>},
+      {"code", guarded<show_graph<GraphForm::code>>},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

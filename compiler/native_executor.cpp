@@ -1,0 +1,296 @@
+// native_executor.cpp - runs graphs as compiled plans: a bounded in-memory
+// cache of compiled programs, a compile thread, and the plan interpreter
+// that calls generated kernels, OpenBLAS and (for ops with no lowering) the
+// eager kernels.
+#include "compiler/native_executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "compiler/disk_cache.h"
+#include "compiler/passes.h"
+#include "compiler/plan.h"
+#include "compiler/toolchain.h"
+#include "tensor/thread_pool.h"
+
+namespace lazylua::compiler {
+namespace {
+
+using KernelFunction = int (*)(char* const* buffers, int64_t begin, int64_t end);
+
+// A program and, once built, its native form. Shared between the Lua thread
+// (which runs it) and the compile thread (which builds it).
+struct CompiledProgram {
+  enum class State { building, ready, failed };
+  std::atomic<State> state{State::building};
+  Program program;  // as optimized
+  Plan plan;
+  std::shared_ptr<Library> library;
+  std::vector<KernelFunction> kernels;  // per step (null for other steps)
+  double compile_seconds = 0;
+  bool from_disk = false;
+  bool reported = false;  // its compile (or failure) was counted or told
+  bool no_compiler = false;
+  std::string error;
+};
+
+// Builds `entry` from `program`: passes, fusion and codegen, then the disk
+// cache or the C compiler. Runs on the compile thread or, in sync mode, the
+// caller's.
+void build(CompiledProgram& entry, uint64_t key, const Program& program, int debug_level) {
+  const auto start = std::chrono::steady_clock::now();
+  // Looking for the C compiler costs milliseconds, so it happens here, on
+  // the first build, not when an interpreter starts.
+  if (!toolchain().works) {
+    entry.error = toolchain().why_not;
+    entry.no_compiler = true;
+    entry.state = CompiledProgram::State::failed;
+    return;
+  }
+  try {
+    entry.program = optimize(program, debug_level);
+    entry.plan = plan_program(entry.program);
+    if (entry.plan.kernel_count > 0) {
+      if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
+      DiskCache& cache = DiskCache::instance();
+      entry.library = cache.load(key);
+      entry.from_disk = static_cast<bool>(entry.library);
+      if (!entry.library) {
+        std::string error;
+        entry.library = cache.build(key, entry.plan.source, entry.plan.summary, &error);
+        if (!entry.library) throw Error("the C compiler failed: " + error);
+      }
+      entry.kernels.assign(entry.plan.steps.size(), nullptr);
+      for (size_t i = 0; i < entry.plan.steps.size(); i++) {
+        const Step& step = entry.plan.steps[i];
+        if (step.kind != Step::Kind::kernel) continue;
+        void* symbol = entry.library->symbol(step.function.c_str());
+        if (!symbol) throw Error("generated code lacks " + step.function);
+        entry.kernels[i] = reinterpret_cast<KernelFunction>(symbol);
+      }
+    }
+    entry.compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    entry.state = CompiledProgram::State::ready;
+  } catch (const std::exception& error) {
+    entry.error = error.what();
+    entry.state = CompiledProgram::State::failed;
+  }
+}
+
+// One compile thread for the process, sleeping while there is nothing to
+// build. It is never joined: at exit the process ends it, and the disk
+// cache's atomic writes leave no half-written entry behind.
+class CompileThread {
+ public:
+  static CompileThread& instance() {
+    static CompileThread* thread = new CompileThread;
+    return *thread;
+  }
+
+  void submit(std::shared_ptr<CompiledProgram> entry, uint64_t key, Program program,
+              int debug_level) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back({std::move(entry), key, std::move(program), debug_level});
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  struct Job {
+    std::shared_ptr<CompiledProgram> entry;
+    uint64_t key;
+    Program program;
+    int debug_level;
+  };
+
+  CompileThread() {
+    std::thread([this] { loop(); }).detach();
+  }
+
+  void loop() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return !jobs_.empty(); });
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      build(*job.entry, job.key, job.program, job.debug_level);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+};
+
+class NativeExecutor final : public Executor {
+ public:
+  NativeExecutor(CompileMode mode, int debug_level)
+      : mode_(mode), debug_level_(debug_level), reference_(make_reference_executor()) {}
+
+  std::vector<Array> run(const Graph& graph, Metrics& metrics) override {
+    if (mode_ == CompileMode::off) return reference_->run(graph, metrics);
+    std::shared_ptr<CompiledProgram> entry = find(graph.key);
+    if (!entry) {
+      entry = std::make_shared<CompiledProgram>();
+      remember(graph.key, entry);
+      Program program = program_from_graph(graph);
+      if (mode_ == CompileMode::sync) {
+        build(*entry, graph.key, program, debug_level_);
+      } else {
+        CompileThread::instance().submit(entry, graph.key, std::move(program), debug_level_);
+      }
+    } else {
+      metrics.memory_cache_hits++;
+    }
+    switch (entry->state.load()) {
+      case CompiledProgram::State::building:
+        return reference_->run(graph, metrics);
+      case CompiledProgram::State::failed:
+        if (entry->no_compiler) {
+          std::fprintf(stderr,
+                       "lazylua: no working C compiler (%s); graphs run on the reference "
+                       "interpreter\n",
+                       entry->error.c_str());
+          mode_ = CompileMode::off;
+        } else if (!entry->reported) {
+          entry->reported = true;
+          std::fprintf(stderr, "lazylua: compiling a graph failed (%s); it runs interpreted\n",
+                       entry->error.c_str());
+        }
+        return reference_->run(graph, metrics);
+      case CompiledProgram::State::ready:
+        break;
+    }
+    if (!entry->reported) {
+      entry->reported = true;
+      metrics.compiles += entry->from_disk ? 0 : 1;
+      metrics.disk_cache_hits += entry->from_disk ? 1 : 0;
+      metrics.compile_seconds += entry->compile_seconds;
+    }
+    try {
+      return run_plan(*entry, program_inputs(graph), metrics);
+    } catch (const std::exception&) {
+      // A failing kernel (integer division by zero) or fallback step (an
+      // index out of range): the reference interpreter raises the same
+      // error naming the exact node, which the plan cannot.
+      return reference_->run(graph, metrics);
+    }
+  }
+
+ private:
+  struct KernelFailure : std::exception {
+    explicit KernelFailure(int error_code) : code(error_code) {}
+    int code;
+  };
+
+  std::vector<Array> run_plan(const CompiledProgram& entry, const std::vector<Array>& inputs,
+                              Metrics& metrics) {
+    const Plan& plan = entry.plan;
+    metrics.native_runs++;
+    metrics.kernels = plan.kernel_count;
+    std::vector<Array> slots(plan.slots.size());
+    for (size_t s = 0; s < plan.slots.size(); s++) {
+      if (plan.slots[s].input_index >= 0) slots[s] = contiguous(inputs[plan.slots[s].input_index]);
+    }
+    std::vector<Array> arguments;
+    std::vector<char*> buffers;
+    for (size_t i = 0; i < plan.steps.size(); i++) {
+      const Step& step = plan.steps[i];
+      if (step.kind == Step::Kind::kernel) {
+        buffers.clear();
+        for (int s : step.slots) {
+          if (!slots[s].defined())
+            slots[s] = Array::empty(plan.slots[s].shape, plan.slots[s].dtype);
+          buffers.push_back(static_cast<char*>(slots[s].raw_data()));
+        }
+        std::atomic<int> failure{0};
+        const KernelFunction kernel = entry.kernels[i];
+        char* const* data = buffers.data();
+        parallel_for(step.iterations, step.grain, [&](int64_t begin, int64_t end) {
+          const int code = kernel(data, begin, end);
+          if (code != 0) failure.store(code);
+        });
+        if (failure.load() != 0) throw KernelFailure(failure.load());
+        continue;
+      }
+      arguments.clear();
+      for (size_t k = 0; k + 1 < step.slots.size(); k++) arguments.push_back(slots[step.slots[k]]);
+      const Instruction& instruction = entry.program.instructions[step.instruction];
+      Array result;
+      if (step.kind == Step::Kind::matmul) {
+        result = ops::matmul(arguments[0], arguments[1]);
+      } else {
+        metrics.fallbacks++;
+        metrics.fallbacks_by_op[instruction.name()]++;
+        result = evaluate_instruction(instruction, arguments);
+      }
+      slots[step.slots.back()] = contiguous(result);
+    }
+    std::vector<Array> outputs;
+    outputs.reserve(plan.outputs.size());
+    for (int s : plan.outputs) outputs.push_back(slots[s]);
+    return outputs;
+  }
+
+  std::shared_ptr<CompiledProgram> find(uint64_t key) {
+    auto found = entries_.find(key);
+    if (found == entries_.end()) return nullptr;
+    recent_.splice(recent_.begin(), recent_, found->second.second);
+    return found->second.first;
+  }
+
+  // A bounded cache: the least recently run program goes first.
+  void remember(uint64_t key, std::shared_ptr<CompiledProgram> entry) {
+    recent_.push_front(key);
+    entries_[key] = {std::move(entry), recent_.begin()};
+    if (entries_.size() > kCapacity) {
+      entries_.erase(recent_.back());
+      recent_.pop_back();
+    }
+  }
+
+  static constexpr size_t kCapacity = 512;
+  CompileMode mode_;
+  int debug_level_;
+  std::unique_ptr<Executor> reference_;
+  std::list<uint64_t> recent_;
+  std::unordered_map<uint64_t,
+                     std::pair<std::shared_ptr<CompiledProgram>, std::list<uint64_t>::iterator>>
+      entries_;
+};
+
+}  // namespace
+
+CompileMode compile_mode_from_environment() {
+  const char* text = std::getenv("LAZYLUA_COMPILE");
+  if (!text || !*text || std::strcmp(text, "background") == 0) return CompileMode::background;
+  if (std::strcmp(text, "sync") == 0) return CompileMode::sync;
+  if (std::strcmp(text, "off") == 0 || std::strcmp(text, "0") == 0) return CompileMode::off;
+  std::fprintf(stderr, "lazylua: unknown LAZYLUA_COMPILE=%s (expected background, sync or off)\n",
+               text);
+  return CompileMode::background;
+}
+
+std::unique_ptr<Executor> make_native_executor(CompileMode mode, int debug_level) {
+  return std::make_unique<NativeExecutor>(mode, debug_level);
+}
+
+std::string generated_source(const Graph& graph) {
+  return plan_program(optimize(program_from_graph(graph), 0)).source;
+}
+
+}  // namespace lazylua::compiler

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# test_cache.sh - the compile cache seen from outside: a second process hits
+# the disk cache, corrupt entries are rebuilt silently, an unusable cache
+# directory and a missing C compiler still give correct results.
+# Usage: bash test_cache.sh /path/to/lazylua
+set -u
+lazylua=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# A script with a graph of a few kernels; prints its result and the metrics.
+cat > "$work/program.lua" <<'LUA'
+local a = tensor.arange(1000):float() / 700
+local b = (a * a + 3):sqrt():tanh() + a:exp():log()
+local s = (b - a):sum()
+local row = tensor.new({{1, 2, 3}, {4, 5, 6}}):float():softmax(2)
+tensor.sync(s, row)
+local m = tensor.metrics()
+print(string.format("result %.4f %.4f", s:item(), row[2][3]:item()))
+print(string.format("compiles %d disk %d native %d interpreted %d",
+  m.compiles, m.disk_hits, m.native_runs, m.interpreted_runs))
+LUA
+
+# Native code may sum in another order than the eager kernels: results
+# agree within 1e-5 relative (DESIGN.md §3's reassociation tolerance).
+same_result() {  # same_result "result x y" "result x y"
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    n = split(a, x, " "); m = split(b, y, " ");
+    if (n != m || x[1] != "result") exit 1;
+    for (i = 2; i <= n; i++) {
+      d = x[i] - y[i]; if (d < 0) d = -d;
+      s = y[i] < 0 ? -y[i] : y[i];
+      if (d > 1e-5 * s + 1e-6) exit 1;
+    }
+  }'
+}
+
+run() {  # run CACHE_DIR [ENV...] -> output in $out, status in $status
+  local dir=$1
+  shift
+  out=$(env LAZYLUA_COMPILE=sync LAZYLUA_CACHE_DIR="$dir" "$@" "$lazylua" "$work/program.lua" 2>"$work/stderr")
+  status=$?
+  err=$(cat "$work/stderr")
+}
+
+expected_result=$(LAZYLUA_EAGER=1 "$lazylua" "$work/program.lua" | head -1)
+[ -n "$expected_result" ] || fail "the eager run printed nothing"
+
+# 1. A first process compiles; a second one compiles nothing.
+run "$work/cache"
+[ $status -eq 0 ] || fail "first run exited $status: $err"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "first run: '$out' vs eager '$expected_result'"
+echo "$out" | grep -q "compiles [1-9]" || fail "first run compiled nothing: $out"
+ls "$work/cache"/*.so > /dev/null 2>&1 || fail "no shared object in the cache"
+run "$work/cache"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "second run: wrong result $out"
+echo "$out" | grep -q "compiles 0 disk [1-9]" || fail "second run did not hit the disk cache: $out"
+[ -z "$err" ] || fail "second run wrote to stderr: $err"
+
+# 2. Corrupt entries (truncated, flipped byte, garbage record) are rebuilt
+# with no word to the user.
+for so in "$work/cache"/*.so; do truncate -s 100 "$so"; break; done
+first_record=$(ls "$work/cache"/*.rec | head -1)
+echo "garbage" > "$first_record"
+run "$work/cache"
+[ $status -eq 0 ] || fail "run after corruption exited $status"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "after corruption: wrong result $out"
+echo "$out" | grep -q "compiles [1-9]" || fail "corrupt entries were not rebuilt: $out"
+[ -z "$err" ] || fail "corruption was reported to the user: $err"
+for so in "$work/cache"/*.so; do  # complement one byte of each object
+  byte=$(od -An -tu1 -j2000 -N1 "$so" | tr -d ' ')
+  printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of="$so" bs=1 seek=2000 conv=notrunc status=none
+done
+run "$work/cache"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "after a flipped byte: wrong result $out"
+echo "$out" | grep -q "compiles [1-9]" || fail "flipped entries were not rebuilt: $out"
+run "$work/cache"
+echo "$out" | grep -q "compiles 0 disk [1-9]" || fail "rebuilt entries are not hits: $out"
+
+# 3. An unusable cache directory (a path below a regular file) still runs.
+touch "$work/not-a-directory"
+run "$work/not-a-directory/cache"
+[ $status -eq 0 ] || fail "unusable cache dir: exit $status: $err"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "unusable cache dir: wrong result $out"
+echo "$out" | grep -q "native [1-9]" || fail "unusable cache dir: nothing ran natively: $out"
+
+# 4. No C compiler: correct results on the interpreter, said once.
+run "$work/cache2" LAZYLUA_CC=/nonexistent
+[ $status -eq 0 ] || fail "no compiler: exit $status"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "no compiler: wrong result $out"
+[ "$(echo "$err" | grep -c 'no working C compiler')" -eq 1 ] || fail "no compiler: not said exactly once: $err"
+
+if [ $failures -ne 0 ]; then
+  echo "test_cache: $failures failed"
+  exit 1
+fi
+echo "test_cache: OK"
