@@ -24,9 +24,11 @@
 local h = dofile("helpers.lua")
 local lh = dofile("lazy_helpers.lua")
 
--- LAZYLUA_TEST_SEED=n runs other programs (for exploring).
+-- LAZYLUA_TEST_SEED=n runs other programs (for exploring);
+-- LAZYLUA_TEST_PROGRAMS=n runs fewer or more of them (the native-code run
+-- of the suite, which compiles every graph, uses fewer).
 local SEED = tonumber(os.getenv("LAZYLUA_TEST_SEED") or "") or 20240611
-local PROGRAMS = 320
+local PROGRAMS = tonumber(os.getenv("LAZYLUA_TEST_PROGRAMS") or "") or 320
 local MIN_STEPS, MAX_STEPS = 8, 28
 local LAZY = lh.LAZY
 
