@@ -378,8 +378,7 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
 
 void KernelWriter::elementwise(const std::vector<int>& roots) {
   const Shape& shape = program_.instructions[roots[0]].shape;
-  const int64_t total = numel(shape);
-  if (total == 0) return;  // the executor allocates the empty slot; nothing to compute
+  if (numel(shape) == 0) return;  // the executor allocates the empty slot; nothing to compute
   start(shape);
   const IndexMap identity = identity_map(shape);
   std::vector<int> values;
@@ -391,6 +390,15 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   Affine write{0, std::vector<int64_t>(shape.rank(), 0)};
   const Strides strides = contiguous_strides(shape);
   for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];
+  loop(values, roots, write, roots[0]);
+}
+
+// One flat pass over the kernel's dims: values[k] is stored into the slot
+// of targets[k] at `write` (an element offset over the kernel's dims).
+void KernelWriter::loop(const std::vector<int>& values, const std::vector<int>& targets,
+                        const Affine& write, int instruction) {
+  const Shape& shape = graph_->dims();
+  const int64_t total = numel(shape);
   collapse(values, {write}, std::vector<bool>(shape.rank(), false), false);
   if (dims_.empty()) {
     dims_.push_back({1, false, {}});
@@ -402,15 +410,58 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   std::string bases;
   std::string row = emit_values(values, &bases);
   bases += fmt::format("const int64_t w = {};\n", base_of(write));
-  for (size_t k = 0; k < roots.size(); k++) {
-    row += fmt::format("{}[{}] = {};\n", pointer_of(roots[k], true), index_of(write, "w"),
-                       variable(values[k]));
+  for (size_t k = 0; k < targets.size(); k++) {
+    const DType dtype = program_.instructions[targets[k]].dtype;
+    row += fmt::format("{}[{}] = {};\n", pointer_of(targets[k], true), index_of(write, "w"),
+                       c_convert(graph_->node(values[k]).dtype, dtype, variable(values[k])));
   }
   row = "for (int64_t x = x0; x < x1; ++x) {\n" + row + "}\n";
   const int64_t iterations = (total + kChunk - 1) / kChunk;
   const std::string end = fmt::format("end * {0} < {1} ? end * {0} : {1}", kChunk, total);
   finish(walk(0, last, fmt::format("begin * {}", kChunk), end, bases, row), iterations,
-         kGrainElements / kChunk, roots[0]);
+         kGrainElements / kChunk, instruction);
+}
+
+// cat, slice_update and select_update: a kernel per part, each writing its
+// region of the output (the base of an update first, then the new values).
+void KernelWriter::assemble(int instruction) {
+  const Instruction& out = program_.instructions[instruction];
+  const Strides strides = contiguous_strides(out.shape);
+  const int dim = static_cast<int>(out.attrs.values[0]);
+  // Writes `input` (broadcast to `region`) from `first` along `dim`; a
+  // selected region (select_update) has no `dim`.
+  auto part = [&](int input, const Shape& region, int64_t first, bool selected) {
+    if (numel(region) == 0) return;
+    start(region);
+    const Shape& input_shape = program_.instructions[input].shape;
+    const int value =
+        graph_->value(input, graph_->broadcast(identity_map(region), region, input_shape));
+    Affine write{first * strides[dim], std::vector<int64_t>(region.rank(), 0)};
+    for (int d = 0; d < region.rank(); d++) {
+      const int out_dim = selected && d >= dim ? d + 1 : d;
+      write.coef[d] = region[d] == 1 ? 0 : strides[out_dim];
+    }
+    loop({value}, {instruction}, write, instruction);
+  };
+  if (out.op == Op::cat) {
+    int64_t offset = 0;
+    for (int input : out.inputs) {
+      const Shape& shape = program_.instructions[input].shape;
+      part(input, shape, offset, false);
+      offset += shape[dim];
+    }
+    return;
+  }
+  part(out.inputs[0], out.shape, 0, false);
+  if (out.op == Op::slice_update) {
+    Shape region = out.shape;
+    region[dim] = program_.instructions[out.inputs[1]].shape[dim];
+    part(out.inputs[1], region, out.attrs.values[1], false);
+  } else {
+    Shape region = out.shape;
+    region.erase(dim);
+    part(out.inputs[1], region, out.attrs.values[1], true);
+  }
 }
 
 // ---- the plan ----
@@ -448,6 +499,9 @@ Plan generate_plan(const Program& program, const Fusion& fusion) {
         break;
       case Lowering::softmax:
         writer.softmax(fused.roots[0]);
+        break;
+      case Lowering::assemble:
+        writer.assemble(fused.roots[0]);
         break;
       case Lowering::matmul:
       case Lowering::reference: {

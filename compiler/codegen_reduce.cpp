@@ -178,6 +178,9 @@ class Reduction {
   Kind kind_ = Kind::any;
 };
 
+// Lines shorter than this are folded value by value.
+constexpr int64_t kShortLine = 64;
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -345,10 +348,11 @@ void KernelWriter::reduce(int instruction) {
     return;
   }
 
-  // Lines: each output folds its reduced elements.
+  // Lines: each output folds its reduced elements; short lines one by one
+  // (a vector fold of a few values costs more than it saves).
   const int64_t group = std::max<int64_t>(1, kChunk / std::max<int64_t>(n, 1));
   std::string row = fmt::format("{} acc = {};\n", acc_type, fold.identity());
-  if (fold.folds_blocks()) {
+  if (fold.folds_blocks() && n >= kShortLine) {
     const bool direct = direct_along(reduce_dim);
     loop_variable_[reduce_dim] = direct ? "k0" : "(k0 + k)";
     const std::string body = emit_values({value}, &bases);
@@ -416,24 +420,37 @@ void KernelWriter::softmax(int instruction) {
   std::string bases;
   const std::string body = emit_values({value}, &bases);
   bases += fmt::format("const int64_t w = {};\n", base_of(write));
-  const std::string x = c_convert(graph_->node(value).dtype, type, fmt::format("v{}", value));
   std::string row = "for (int64_t x = x0; x < x1; ++x) {\n";
   row += fmt::format("{}* restrict y = {} + ({});\n", t, pointer_of(instruction, true),
                      index_of(write, "w"));
-  row += fmt::format("for (int64_t k = 0; k < {}; ++k) {{\n{}y[k] = {};\n}}\n", n, body, x);
-  row += fmt::format("const {} m = lzk_max_{}(y, {});\n", t, f, n);
+  // The input row: read in place when it is a contiguous row of memory,
+  // else computed (with its fused producers) into the output row first.
+  const KernelNode& source = graph_->node(value);
+  const bool direct = source.kind == KernelNode::Kind::read && !source.invariant &&
+                      source.dtype == type && coefficient(source.offset, row_dim) == 1;
+  if (direct) {
+    loop_variable_[row_dim] = "0";
+    row += fmt::format("const {}* restrict r = &{}[{}];\n", t, pointer_of(source.base, false),
+                       index_of(source.offset, fmt::format("b{}", value)));
+    loop_variable_[row_dim] = "k";
+  } else {
+    const std::string x = c_convert(source.dtype, type, fmt::format("v{}", value));
+    row += fmt::format("for (int64_t k = 0; k < {}; ++k) {{\n{}y[k] = {};\n}}\n", n, body, x);
+    row += fmt::format("const {}* r = y;\n", t);
+  }
+  row += fmt::format("const {} m = lzk_max_{}(r, {});\n", t, f, n);
   row += "double s = 0;\n";
   if (log) {
     row += fmt::format(
         "for (int64_t k0 = 0; k0 < {0}; k0 += {1}) {{\n"
         "const int64_t kn = {0} - k0 < {1} ? {0} - k0 : {1};\n"
-        "for (int64_t k = 0; k < kn; ++k) tmp[k] = ll_exp{2}(y[k0 + k] - m);\n"
+        "for (int64_t k = 0; k < kn; ++k) tmp[k] = ll_exp{2}(r[k0 + k] - m);\n"
         "s += (double)lzk_sum_{3}(tmp, kn);\n}}\n",
         n, kFoldBlock, suffix, f);
     row += fmt::format("const {0} l = ll_log{1}(({0})s);\n", t, suffix);
-    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] = (y[k] - m) - l;\n", n);
+    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] = (r[k] - m) - l;\n", n);
   } else {
-    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] = ll_exp{}(y[k] - m);\n", n, suffix);
+    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] = ll_exp{}(r[k] - m);\n", n, suffix);
     row += fmt::format(
         "for (int64_t k0 = 0; k0 < {0}; k0 += {1}) {{\n"
         "const int64_t kn = {0} - k0 < {1} ? {0} - k0 : {1};\n"

@@ -39,6 +39,7 @@ class KernelWriter {
   void elementwise(const std::vector<int>& roots);
   void reduce(int instruction);
   void softmax(int instruction);
+  void assemble(int instruction);
 
  private:
   // ---- one kernel ----
@@ -70,6 +71,8 @@ class KernelWriter {
   // in row-major order; `row` runs for each run of the last dim [x0, x1).
   std::string walk(int first, int last, const std::string& begin, const std::string& end,
                    const std::string& bases, const std::string& row) const;
+  void loop(const std::vector<int>& values, const std::vector<int>& targets, const Affine& write,
+            int instruction);
   // Adds the function and its step.
   void finish(const std::string& body, int64_t iterations, int64_t grain, int instruction);
 

@@ -244,6 +244,10 @@ Lowering lowering_of(const Program& program, int index) {
     }
     case Op::matmul:
       return Lowering::matmul;
+    case Op::cat:
+    case Op::slice_update:
+    case Op::select_update:
+      return Lowering::assemble;
     default:
       return Lowering::reference;
   }
