@@ -378,7 +378,7 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
 
 void KernelWriter::elementwise(const std::vector<int>& roots) {
   const Shape& shape = program_.instructions[roots[0]].shape;
-  if (numel(shape) == 0) return;  // the executor allocates the empty slot; nothing to compute
+  if (numel(shape) == 0) return nothing(roots);
   start(shape);
   const IndexMap identity = identity_map(shape);
   std::vector<int> values;
@@ -422,10 +422,19 @@ void KernelWriter::loop(const std::vector<int>& values, const std::vector<int>& 
          kGrainElements / kChunk, instruction);
 }
 
+// A value with no elements: a kernel that does nothing still makes the
+// executor allocate its slot (an executor allocates a slot when a step uses it).
+void KernelWriter::nothing(const std::vector<int>& roots) {
+  start(Shape{});
+  for (int root : roots) argument(slot_of_[root], true);
+  finish("", 0, 1, roots[0]);
+}
+
 // cat, slice_update and select_update: a kernel per part, each writing its
 // region of the output (the base of an update first, then the new values).
 void KernelWriter::assemble(int instruction) {
   const Instruction& out = program_.instructions[instruction];
+  if (numel(out.shape) == 0) return nothing({instruction});
   const Strides strides = contiguous_strides(out.shape);
   const int dim = static_cast<int>(out.attrs.values[0]);
   // Writes `input` (broadcast to `region`) from `first` along `dim`; a

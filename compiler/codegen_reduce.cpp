@@ -193,7 +193,7 @@ void KernelWriter::reduce(int instruction) {
   const Instruction& source = program_.instructions[input];
   const Shape& shape = source.shape;
   const int64_t outputs = numel(reduction.shape);
-  if (outputs == 0) return;
+  if (outputs == 0) return nothing({instruction});
   const auto op = static_cast<ReduceOp>(reduction.sub_op);
   const int64_t dim = reduction.attrs.values[0];
   const bool full = dim < 0 || shape.rank() == 0;
@@ -393,7 +393,7 @@ void KernelWriter::softmax(int instruction) {
   const int input = softmax.inputs[0];
   const Shape& shape = softmax.shape;
   const int64_t total = numel(shape);
-  if (total == 0) return;
+  if (total == 0) return nothing({instruction});
   const bool log = softmax.attrs.values[1] != 0;
   const DType type = softmax.dtype;
   const char* t = c_type(type);

@@ -40,6 +40,7 @@ class KernelWriter {
   void reduce(int instruction);
   void softmax(int instruction);
   void assemble(int instruction);
+  void nothing(const std::vector<int>& roots);
 
  private:
   // ---- one kernel ----

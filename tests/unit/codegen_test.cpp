@@ -108,6 +108,8 @@ Outcome run_plan(const Plan& plan, const Library& library, const Program& progra
                  const std::vector<Array>& inputs, int pieces, bool threaded = false,
                  const std::string& prefix = "") {
   Outcome outcome;
+  // Slots are allocated when a kernel first uses them; eager steps
+  // replace theirs with their result (as the native executor does).
   std::vector<Array> slots(plan.slots.size());
   for (size_t s = 0; s < plan.slots.size(); s++) {
     const Slot& slot = plan.slots[s];
@@ -115,13 +117,18 @@ Outcome run_plan(const Plan& plan, const Library& library, const Program& progra
       slots[s] = contiguous(inputs.at(slot.input_index));
       EXPECT_EQ(slots[s].dtype, slot.dtype);
       EXPECT_EQ(slots[s].shape, slot.shape);
-    } else {
-      slots[s] = Array::empty(slot.shape, slot.dtype);
     }
   }
   for (const Step& step : plan.steps) {
     std::vector<Array> arguments;
-    for (int s : step.slots) arguments.push_back(slots[s]);
+    for (int s : step.slots) {
+      if (!slots[s].defined() && step.kind == Step::Kind::kernel) {
+        slots[s] = Array::empty(plan.slots[s].shape, plan.slots[s].dtype);
+        // Garbage, so that a kernel relying on zeroed memory fails.
+        std::memset(slots[s].raw_data(), 0x7f, slots[s].numel() * dtype_size(slots[s].dtype));
+      }
+      arguments.push_back(slots[s]);
+    }
     if (step.kind == Step::Kind::kernel) {
       Library::Kernel kernel = library.kernel(prefix + step.function);
       EXPECT_NE(kernel, nullptr) << step.function;
@@ -155,9 +162,13 @@ Outcome run_plan(const Plan& plan, const Library& library, const Program& progra
       outcome.eager_error = error.what();
       return outcome;
     }
-    copy_kernel(result, arguments.back());
+    slots[step.slots.back()] = contiguous(result);
   }
-  for (int output : plan.outputs) outcome.outputs.push_back(slots[output]);
+  for (int output : plan.outputs) {
+    EXPECT_TRUE(slots[output].defined()) << "output slot " << output << " was never written";
+    if (!slots[output].defined()) return outcome;
+    outcome.outputs.push_back(slots[output]);
+  }
   return outcome;
 }
 
