@@ -344,7 +344,8 @@ void KernelWriter::reduce(int instruction) {
                  fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, outputs), bases,
                  row);
     code += "}\n";
-    finish(code, ceil_div(outputs, block), 1, instruction);
+    finish(code, ceil_div(outputs, block),
+           std::max<int64_t>(1, kGrainElements / (block * std::max<int64_t>(n, 1))), instruction);
     return;
   }
 
