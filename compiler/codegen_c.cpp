@@ -64,6 +64,11 @@ std::string c_literal(DType dtype, const ops::Scalar& value) {
 std::string c_convert(DType from, DType to, const std::string& x) {
   if (from == to) return x;
   if (to == DType::boolean) return fmt::format("((uint8_t)(({}) != 0))", x);
+  // Through int32_t: GCC does not vectorize uint8_t -> float conversions
+  // in loops that also hold wider types.
+  if (from == DType::boolean && is_floating(to)) {
+    return fmt::format("(({})(int32_t)({}))", c_type(to), x);
+  }
   if (from == DType::boolean) return fmt::format("(({})({}))", c_type(to), x);
   if (is_floating(from) && !is_floating(to)) {
     return fmt::format("ll_{}_to_{}({})", dtype_name(from), dtype_name(to), x);
