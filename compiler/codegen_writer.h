@@ -22,6 +22,14 @@ constexpr int64_t kReduceChunk = 65536;
 constexpr int64_t kFoldBlock = 1024;
 // The most outputs a column reduction accumulates at once.
 constexpr int64_t kColumnBlock = 2048;
+// Tiles of transposing loops: kTile values along the transposed dim (512
+// contiguous bytes of f32 per source row: page walks dominate otherwise) by
+// kTileRow along the written rows. Measured at 4096 x 4096 f32: 9x faster
+// than rows, 3.5x a plain copy (16 x 64 tiles: 2x slower than these).
+// Dims shorter than kTileMinimum are not worth tiles.
+constexpr int64_t kTile = 128;
+constexpr int64_t kTileRow = 8;
+constexpr int64_t kTileMinimum = 16;
 
 // One dim of a kernel's collapsed index space: adjacent kernel dims that
 // every access steps through as one (members, outermost first).
@@ -74,6 +82,10 @@ class KernelWriter {
                    const std::string& bases, const std::string& row) const;
   void loop(const std::vector<int>& values, const std::vector<int>& targets, const Affine& write,
             int instruction);
+  int transposed_dim(const std::vector<int>& values) const;
+  void finish_tiled(const std::string& bases, const std::string& body,
+                    const std::vector<int>& targets, const std::vector<std::string>& results,
+                    const Affine& write, int instruction);
   // Adds the function and its step.
   void finish(const std::string& body, int64_t iterations, int64_t grain, int instruction);
 

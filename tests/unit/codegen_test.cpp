@@ -645,6 +645,13 @@ TEST_F(Codegen, ViewsAreIndexArithmetic) {
         "squeeze of unsqueeze");
   // A transposed output is written contiguously.
   check(record({transpose(b, 0, 1)}), 0, 0, "transposed output");
+  // Big transposes go in tiles (partial ones at the edges too).
+  const Tensor big = data({100, 300});
+  check(
+      record({transpose(big, 0, 1), binary(BinaryOp::add, transpose(big, 0, 1), data({300, 100}))}),
+      1e-6, 1e-6, "tiled transpose");
+  check(record({permute(data({5, 40, 70}), {0, 2, 1}), permute(data({33, 3, 65}), {2, 1, 0})}), 0,
+        0, "tiled permutes");
 }
 
 // cat and in-place writes through views (slice_update, select_update):
@@ -1346,6 +1353,31 @@ TEST_F(CodegenBench, DISABLED_GeneratedAgainstHandWrittenC) {
     report("W4 row softmax 4096x1024", threads, softmax_time);
     EXPECT_NEAR(sum_slots[plan_program(sum_program.program).outputs[0]].data<float>()[0], total,
                 1e-3 * std::fabs(total) + 1);
+  }
+  set_thread_count(saved_threads);
+}
+
+// A transposing copy (tiles) against a straight copy of the same bytes.
+TEST_F(CodegenBench, DISABLED_TransposeAgainstCopy) {
+  const Tensor square = data({4096, 4096});
+  const Recorded transposed = record({transpose(square, 0, 1)});
+  const Recorded copied = record({binary(BinaryOp::mul, square, ops::Scalar::from_integer(1))});
+  const Plan transpose_plan = plan_program(transposed.program);
+  const Plan copy_plan = plan_program(copied.program);
+  std::shared_ptr<Library> transpose_library = build(transpose_plan.source);
+  std::shared_ptr<Library> copy_library = build(copy_plan.source);
+  ASSERT_TRUE(transpose_library && copy_library);
+  std::vector<Array> transpose_slots = allocate(transpose_plan, transposed);
+  std::vector<Array> copy_slots = allocate(copy_plan, copied);
+  const int saved_threads = thread_count();
+  for (int threads : {1, 2}) {
+    set_thread_count(threads);
+    Timing t;
+    t.generated =
+        best_ms([&] { run(transpose_plan, *transpose_library, transposed, transpose_slots); }, 5);
+    t.hand = best_ms([&] { run(copy_plan, *copy_library, copied, copy_slots); }, 5);
+    std::printf("transpose 4096x4096 %d thread%s: %.2f ms, generated copy %.2f ms, ratio %.2f\n",
+                threads, threads > 1 ? "s" : "", t.generated, t.hand, t.generated / t.hand);
   }
   set_thread_count(saved_threads);
 }
