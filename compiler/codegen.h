@@ -10,6 +10,9 @@
 //  - elementwise: one or more outputs of one shape; the index space is
 //    collapsed to as few dims as the operands allow (same-shape contiguous
 //    operands give one flat loop) and cut into chunks of kChunk elements;
+//    a loop that reads a transposed operand goes in tiles instead;
+//  - cat, slice_update, select_update: elementwise kernels that write
+//    regions of their output;
 //  - reduction over one dim: a line per output when the reduced elements
 //    are adjacent in memory (vectorized folds of blocks), else columns
 //    (a row of accumulators, vectorized along the outputs);

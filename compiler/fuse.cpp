@@ -28,7 +28,7 @@ bool is_integer_pow(const Instruction& instruction) {
          !is_floating(instruction.dtype);
 }
 
-bool is_integer_division(const Program& program, const Instruction& instruction) {
+bool is_integer_division(const Instruction& instruction) {
   if (instruction.op != Op::binary) return false;
   const auto op = static_cast<BinaryOp>(instruction.sub_op);
   return (op == BinaryOp::floordiv || op == BinaryOp::mod) && !is_floating(instruction.dtype);
@@ -162,7 +162,7 @@ class Fuser {
                      (!materialized_[user] && partial[user]);
       }
       if (materialized_[i] || lowering_of(program_, i) != Lowering::inlined) continue;
-      if (is_integer_division(program_, at(i)) && partial[i]) {
+      if (is_integer_division(at(i)) && partial[i]) {
         materialized_[i] = true;
       } else if (readers[i].size() > 1 && !is_cheap(i)) {
         materialized_[i] = true;
