@@ -61,12 +61,16 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
     entry.plan = plan_program(entry.program);
     if (entry.plan.kernel_count > 0) {
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
+      // The disk entry is named by the graph key and the source it compiles:
+      // a lazylua with other passes or codegen never loads a stale object.
+      const uint64_t disk_key =
+          hash_mix(key, fnv1a_64(entry.plan.source.data(), entry.plan.source.size()));
       DiskCache& cache = DiskCache::instance();
-      entry.library = cache.load(key);
+      entry.library = cache.load(disk_key);
       entry.from_disk = static_cast<bool>(entry.library);
       if (!entry.library) {
         std::string error;
-        entry.library = cache.build(key, entry.plan.source, entry.plan.summary, &error);
+        entry.library = cache.build(disk_key, entry.plan.source, entry.plan.summary, &error);
         if (!entry.library) throw Error("the C compiler failed: " + error);
       }
       entry.kernels.assign(entry.plan.steps.size(), nullptr);
