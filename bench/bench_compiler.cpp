@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
     lazy_w5 = std::min(lazy_w5, best_lua(L, "w5", 1));
     hand5 = std::min(hand5, best_of(1, hand_w5));
   }
-  const double floor_w1 = 16.0 * n / 28e9;  // 3 reads + 1 write of 4 bytes
+  const double floor_w1 = 16.0 * n / 28e9;  // 16 bytes an element at ~28 GB/s (PERF_NOTES)
   std::printf(
       "W1 tanh((a*b + c)*0.5) + a   lazylua %.2f ms   hand-written C %.2f ms   eager %.2f ms\n",
       lazy_w1 * 1e3, hand1 * 1e3, eager_w1 * 1e3);
