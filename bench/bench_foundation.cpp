@@ -44,6 +44,9 @@ local force = tensor.sync or function() end
 -- Mode 1 runs each op at once (eager), 0 records it (lazy, the default).
 local set_eager = tensor.set_eager or function() end
 function use_eager(flag) set_eager(flag == 1) end
+-- Untimed between loops: pending work and garbage of one loop must not be
+-- paid for inside the next one's timing.
+function settle() if tensor.mark_step then tensor.mark_step() end collectgarbage() end
 
 local a4, b4 = tensor.rand(4), tensor.rand(4)
 function loop_empty(n) local c for i = 1, n do c = a4 end return c end
@@ -140,8 +143,12 @@ void per_op_overhead(Interpreter& lua, int64_t iterations, int repetitions) {
   for (int r = 0; r < repetitions; ++r) {
     for (int eager = 0; eager < 2; ++eager) {
       lua.time("use_eager", eager);
+      lua.time("settle", 0);
       empty[eager].add(lua.time("loop_empty", iterations));
-      for (Row& row : rows) row.time[eager].add(lua.time(row.function, iterations));
+      for (Row& row : rows) {
+        row.time[eager].add(lua.time(row.function, iterations));
+        lua.time("settle", 0);
+      }
     }
   }
   lua.time("use_eager", 0);
