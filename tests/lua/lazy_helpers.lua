@@ -305,4 +305,24 @@ function lh.under_sanitizer()
   return false
 end
 
+-- One differential case: diff(name, tol, f) is a named group of `h` (the
+-- test's helpers.lua) whose failure names the line that called diff.
+function lh.differ(h)
+  return function(name, tol, f)
+    h.test(name, function() lh.same(f, tol, 2) end, 3)
+  end
+end
+
+function lh.key(...)
+  local parts = {}
+  for i, v in ipairs({...}) do
+    if type(v) == "table" then
+      parts[i] = "[" .. table.concat(v, ",") .. "]"
+    else
+      parts[i] = tostring(v)
+    end
+  end
+  return table.concat(parts, " ")
+end
+
 return lh
