@@ -28,6 +28,7 @@ void KernelWriter::start(const Shape& dims) {
   emitted_.clear();
   checked_.clear();
   prologue_.clear();
+  same_element_reads_.clear();
 }
 
 int KernelWriter::argument(int slot, bool written) {
@@ -371,6 +372,11 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
   step.grain = std::max<int64_t>(1, grain);
   step.slots = arguments_;
   step.instruction = instruction;
+  for (size_t k = 0; k < arguments_.size(); k++) {
+    if (written_[k]) step.written.push_back(arguments_[k]);
+  }
+  step.same_element_reads = std::move(same_element_reads_);
+  step.can_fail = !checked_.empty();
   plan_.steps.push_back(std::move(step));
 }
 
@@ -390,6 +396,18 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   Affine write{0, std::vector<int64_t>(shape.rank(), 0)};
   const Strides strides = contiguous_strides(shape);
   for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];
+  // The slots read only at the element being written: every read of the
+  // element happens before its store, in any loop order.
+  std::map<int, bool> same_element;
+  for (int id : reachable(*graph_, values)) {
+    const KernelNode& node = graph_->node(id);
+    if (node.kind != KernelNode::Kind::read) continue;
+    auto [entry, added] = same_element.emplace(slot_of_[node.base], true);
+    entry->second = entry->second && node.offset == write;
+  }
+  for (const auto& [slot, only_same] : same_element) {
+    if (only_same) same_element_reads_.push_back(slot);
+  }
   loop(values, roots, write, roots[0]);
 }
 
@@ -565,12 +583,16 @@ std::string describe(const Program& program, int instruction) {
 
 }  // namespace
 
-Plan generate_plan(const Program& program, const Fusion& fusion) {
+Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor) {
   Plan plan;
   std::vector<int> slot_of(program.instructions.size(), -1);
   for (size_t i = 0; i < program.instructions.size(); i++) {
     if (!fusion.materialized[i]) continue;
     const Instruction& instruction = program.instructions[i];
+    if (!donor.empty() && donor[i] >= 0) {
+      slot_of[i] = slot_of[donor[i]];  // donors are inputs: they come first
+      continue;
+    }
     slot_of[i] = static_cast<int>(plan.slots.size());
     plan.slots.push_back(
         {instruction.dtype, instruction.shape, static_cast<int>(i), instruction.input_index});
@@ -625,7 +647,11 @@ Plan generate_plan(const Program& program, const Fusion& fusion) {
 }
 
 Plan plan_program(const Program& program) {
-  return generate_plan(program, fuse_program(program));
+  const Fusion fusion = fuse_program(program);
+  Plan plan = generate_plan(program, fusion, {});
+  const std::vector<int> donor = choose_donors(program, plan);
+  if (donor.empty()) return plan;
+  return generate_plan(program, fusion, donor);
 }
 
 }  // namespace lazylua::compiler

@@ -29,7 +29,13 @@
 
 namespace lazylua::compiler {
 
-Plan generate_plan(const Program& program, const Fusion& fusion);
+// `donor` (empty, or per instruction): the input instruction whose slot an
+// output instruction takes over (-1: its own slot).
+Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor);
+
+// Which outputs can be computed into the memory of a donated input
+// (compiler/donate.cpp): empty when none.
+std::vector<int> choose_donors(const Program& program, const Plan& plan);
 
 // compiler/kernel_math.h, embedded at build time: the math functions the
 // kernels call (ll_expf ...). Pasted into every source with kernels.

@@ -102,6 +102,7 @@ class KernelWriter {
   std::vector<bool> emitted_;
   std::set<int> checked_;  // instructions whose integer divisors are checked
   std::string prologue_;
+  std::vector<int> same_element_reads_;  // Step::same_element_reads
 };
 
 }  // namespace lazylua::compiler

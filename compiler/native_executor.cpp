@@ -185,12 +185,16 @@ class NativeExecutor final : public Executor {
       metrics.disk_cache_hits += entry->from_disk ? 1 : 0;
       metrics.compile_seconds += entry->compile_seconds;
     }
+    bool inputs_overwritten = false;
     try {
-      return run_plan(*entry, program_inputs(graph), metrics);
+      return run_plan(*entry, program_inputs(graph), metrics, &inputs_overwritten);
     } catch (const std::exception&) {
       // A failing kernel (integer division by zero) or fallback step (an
       // index out of range): the reference interpreter raises the same
-      // error naming the exact node, which the plan cannot.
+      // error naming the exact node, which the plan cannot. Such steps
+      // never follow a write into a donated input (compiler/donate.cpp);
+      // anything else failing after one (memory) cannot be repeated.
+      if (inputs_overwritten) throw;
       return reference_->run(graph, metrics);
     }
   }
@@ -202,7 +206,7 @@ class NativeExecutor final : public Executor {
   };
 
   std::vector<Array> run_plan(const CompiledProgram& entry, const std::vector<Array>& inputs,
-                              Metrics& metrics) {
+                              Metrics& metrics, bool* inputs_overwritten) {
     const Plan& plan = entry.plan;
     metrics.native_runs++;
     metrics.kernels = plan.kernel_count;
@@ -215,6 +219,11 @@ class NativeExecutor final : public Executor {
     for (size_t i = 0; i < plan.steps.size(); i++) {
       const Step& step = plan.steps[i];
       if (step.kind == Step::Kind::kernel) {
+        for (int slot : step.written) {
+          if (plan.slots[slot].input_index < 0) continue;
+          *inputs_overwritten = true;
+          metrics.donated_buffers++;
+        }
         buffers.clear();
         for (int s : step.slots) {
           if (!slots[s].defined())

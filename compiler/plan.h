@@ -42,6 +42,11 @@ struct Step {
                              // matmul/reference: input slots, then the output slot
   int instruction = -1;      // matmul/reference: the instruction computed;
                              // kernel: the first instruction it covers
+  std::vector<int> written;  // kernel: the slots it writes
+  // kernel: slots an elementwise kernel reads only at the element it is
+  // writing, so an output may take over such a slot's memory (donation).
+  std::vector<int> same_element_reads;
+  bool can_fail = false;  // it may return an error (checked integer division)
 };
 
 struct Plan {
@@ -56,7 +61,12 @@ struct Plan {
 // Fusion and code generation: groups the program's instructions into steps
 // (compiler/fuse.cpp) and writes the C source of the kernel steps
 // (compiler/codegen.cpp). Never fails: an instruction it cannot lower
-// becomes a reference step.
+// becomes a reference step. Outputs take over the memory of donated inputs
+// where that is safe (compiler/donate.cpp).
 Plan plan_program(const Program& program);
+
+// True for a step that overwrites a run input (a donated buffer): once it
+// has run, the run cannot be repeated from the same inputs.
+bool writes_input(const Plan& plan, const Step& step);
 
 }  // namespace lazylua::compiler

@@ -30,6 +30,7 @@ Program program_from_graph(const Graph& graph) {
         // Data, a scalar, or the result of an earlier sync.
         instruction.op = node.op == Op::scalar ? Op::scalar : Op::parameter;
         instruction.input_index = next_input++;
+        program.donated.push_back(graph.is_donated(static_cast<int>(i)));
       }
     } else {
       instruction.op = node.op;

@@ -34,6 +34,9 @@ struct Program {
   std::vector<Instruction> instructions;  // inputs always come first
   std::vector<int> outputs;               // positions whose values a run returns
   int input_count = 0;                    // parameters + scalars
+  // Per run input: its buffer is donated (Graph::donated), so an output
+  // may be computed into it.
+  std::vector<bool> donated;
 
   // The same text form as graph_text (for LAZYLUA_DEBUG dumps).
   std::string text() const;

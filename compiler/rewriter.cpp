@@ -26,6 +26,7 @@ Rewriter::Rewriter(const Program& source)
       values_(source.instructions.size(), -1),
       source_uses_(source.instructions.size(), 0) {
   program_.input_count = source.input_count;
+  program_.donated = source.donated;
   program_.instructions.reserve(source.instructions.size());
   for (const Instruction& instruction : source.instructions) {
     for (int input : instruction.inputs) source_uses_[input]++;

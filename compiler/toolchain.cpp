@@ -306,6 +306,17 @@ bool compile_shared_object(const Toolchain& tool, const std::string& source_path
     for (const char* word : {"-x", "c", "-", "-o"}) argv.push_back(word);
     argv.push_back(output_path);
     argv.push_back("-lm");
+    // LAZYLUA_DEBUG=3 shows the generated C (native_executor.cpp) and how
+    // it is compiled, so a user can rerun the command by hand.
+    static const int debug_level = [] {
+      const char* level = std::getenv("LAZYLUA_DEBUG");
+      return level ? std::atoi(level) : 0;
+    }();
+    if (debug_level >= 3) {
+      std::string line = "[lazylua] compile:";
+      for (const std::string& word : argv) line += " " + word;
+      std::fprintf(stderr, "%s < %s\n", line.c_str(), source_path.c_str());
+    }
     ProcessOutcome outcome = run_process(argv, source_path);
     if (outcome.succeeded) return true;
     *error = outcome.failure;

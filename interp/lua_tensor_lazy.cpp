@@ -93,6 +93,7 @@ int metrics(lua_State* L) {
   set_integer(L, "interpreted_runs", m.interpreted_runs);
   set_integer(L, "kernels", m.kernels);
   set_integer(L, "fallbacks", m.fallbacks);
+  set_integer(L, "donated_buffers", m.donated_buffers);
   lua_newtable(L);
   for (const auto& [op, count] : m.fallbacks_by_op) set_integer(L, op.c_str(), count);
   lua_setfield(L, -2, "fallbacks_by_op");

@@ -81,6 +81,28 @@ uint64_t leaf_hash(const Node* node) {
   return hash;
 }
 
+// At a barrier every pending tensor is a root, so the graph's own nodes are
+// the only ones that can still compute from a parameter: if they hold all
+// references to its node, and the node holds the only reference to its
+// buffer, no tensor, view or later graph can read that buffer again. (At
+// other syncs a pending tensor outside the graph may share nodes with it.)
+void mark_donations(Graph& graph) {
+  std::vector<int> edges(graph.nodes.size(), 0);
+  for (int position : graph.input_positions) edges[position]++;
+  graph.donated.assign(graph.nodes.size(), 0);
+  bool any = false;
+  for (int position : graph.parameters) {
+    const Node* node = graph.nodes[position];
+    const Array& value = node->result.defined() ? node->result : node->data;
+    if (node->op == Op::scalar || !value.buffer) continue;
+    if (node->use_count() != edges[position] || value.buffer->use_count() != 1) continue;
+    graph.donated[position] = 1;
+    graph.key = hash_mix(graph.key, static_cast<uint64_t>(position) + 0x646f6e617465ULL);
+    any = true;
+  }
+  if (!any) graph.donated.clear();
+}
+
 }  // namespace
 
 // Post-order from the roots in order, each node once; inputs are visited
@@ -172,6 +194,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   if (roots.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   Graph graph = extract(roots);
+  if (collect_on_miss) mark_donations(graph);
   bool hit = seen_keys.count(graph.key) > 0;
   if (!hit && collect_on_miss && collect_garbage) {
     collect_garbage(collect_garbage_user, true);
@@ -179,6 +202,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     roots = pending_tensors();
     if (roots.empty()) return;
     graph = extract(roots);
+    mark_donations(graph);
     hit = seen_keys.count(graph.key) > 0;
   }
   // Roots keep their nodes alive while the graph holds raw pointers.
@@ -227,9 +251,11 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   // Bind: each root's value becomes its data. A result whose memory is
   // already some tensor's (a parameter passed through, a view of one, the
   // same node bound to two tensors) is copied, so that data tensors never
-  // alias each other behind the script's back.
+  // alias each other behind the script's back. A donated buffer is no
+  // one's any more: an output computed into it is bound as it is.
   std::vector<const Buffer*> taken;
   for (int position : graph.parameters) {
+    if (graph.is_donated(position)) continue;
     const Node* leaf = graph.nodes[position];
     taken.push_back(leaf->data.buffer.get());
     taken.push_back(leaf->result.buffer.get());

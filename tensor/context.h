@@ -50,10 +50,16 @@ struct Graph {
   std::vector<int> parameters;       // positions of the parameter/scalar leaves
   std::vector<int> outputs;          // positions whose values the sync returns
   uint64_t key = 0;                  // canonical hash: the compile-cache key
+  // Per position (empty: none): a parameter whose buffer nothing but this
+  // graph can read again, so the executor may compute an output into it
+  // (the `w:add_(...)` of an optimizer step updates w's memory in place).
+  // Part of the key, since compiled code depends on it.
+  std::vector<uint8_t> donated;
 
   bool is_leaf(int position) const {
     return input_offsets[position] == input_offsets[position + 1];
   }
+  bool is_donated(int position) const { return !donated.empty() && donated[position]; }
 };
 
 struct Metrics {
@@ -77,6 +83,7 @@ struct Metrics {
   int64_t interpreted_runs = 0;    // graphs run by the reference interpreter
   int64_t kernels = 0;             // kernels in the last native plan
   int64_t fallbacks = 0;           // reference steps run inside native plans
+  int64_t donated_buffers = 0;     // outputs computed into donated input buffers
   std::map<std::string, int64_t> fallbacks_by_op;
 };
 
