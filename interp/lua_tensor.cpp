@@ -57,13 +57,13 @@ Tensor index_view(lua_State* L, const Tensor& base, int key, const char* functio
       const int64_t index = ok ? lua_tointeger(L, -1) : 0;
       lua_pop(L, 1);
       if (!ok) binding::argument_error(2, function, "indices must be integers");
-      view = select(view, 0, normalize_index(index, view->shape[0], function));
+      view = autograd::select(view, 0, normalize_index(index, view->shape[0], function));
     }
     return view;
   }
   if (base->shape.rank() == 0) fail("{}: cannot index a 0-d tensor", function);
   const int64_t index = binding::check_integer(L, key, function);
-  return select(base, 0, normalize_index(index, base->shape[0], function));
+  return autograd::select(base, 0, normalize_index(index, base->shape[0], function));
 }
 
 int tensor_index(lua_State* L) {
@@ -94,11 +94,13 @@ int tensor_newindex(lua_State* L) {
     // As in PyTorch, leading extents of 1 in the value do not count: t[i] = u
     // with u of shape [1, n] fills a row of shape [n].
     Tensor value = binding::check_tensor(L, 3, "newindex");
+    autograd::check_in_place(view, "newindex", value);
     while (value->shape.rank() > view->shape.rank() && value->shape[0] == 1) {
       value = select(value, 0, 0);
     }
     copy_(view, value);
   } else {
+    autograd::check_in_place(view, "newindex");
     fill_(view, binding::check_scalar(L, 3, "newindex"));
   }
   return 0;
@@ -286,6 +288,7 @@ int open_tensor_module(lua_State* L) {
   lua_newtable(L);  // the method table
   const int methods = lua_gettop(L);
   binding::register_methods(L);
+  binding::register_autograd_methods(L);
 
   // Module functions: every method, plus the factories.
   lua_pushnil(L);
@@ -297,6 +300,7 @@ int open_tensor_module(lua_State* L) {
   lua_pushvalue(L, module);
   binding::register_factories(L);
   binding::register_lazy_functions(L);
+  binding::register_autograd_functions(L);
   lua_pop(L, 1);
 
   luaL_newmetatable(L, kTensorMetatableName);

@@ -226,8 +226,8 @@ int new_tensor(lua_State* L) {
   const std::optional<DType> dtype = lua_gettop(L) >= 2 ? options_dtype(L, 2, "new") : std::nullopt;
   if (to_tensor(L, 1)) {
     const Tensor& input = check_tensor(L, 1, "new");
-    const Tensor copy = lazylua::clone(input);
-    return push(L, dtype ? lazylua::cast(copy, *dtype) : copy);
+    const Tensor copy = autograd::clone(input);
+    return push(L, dtype ? autograd::cast(copy, *dtype) : copy);
   }
   if (is_number(L, 1) || lua_type(L, 1) == LUA_TBOOLEAN) {
     const ops::Scalar value = check_scalar(L, 1, "new");
@@ -256,10 +256,10 @@ int where(lua_State* L) {
     const DType type = x.is_integer && y.is_integer ? DType::i64 : kDefaultFloat;
     Context* context = tensor_context(L);
     return push(
-        L, lazylua::where(cond, scalar_tensor(context, x, type), scalar_tensor(context, y, type)));
+        L, autograd::where(cond, scalar_tensor(context, x, type), scalar_tensor(context, y, type)));
   }
   const DType other = a ? check_tensor(L, 2, "where")->dtype : check_tensor(L, 3, "where")->dtype;
-  return push(L, lazylua::where(cond, tensor_or_scalar(L, 2, "where", other),
+  return push(L, autograd::where(cond, tensor_or_scalar(L, 2, "where", other),
                                 tensor_or_scalar(L, 3, "where", other)));
 }
 
@@ -286,7 +286,7 @@ int join(lua_State* L) {
   if (list.empty()) fail("{}: expected a non-empty list of tensors", name);
   const int rank = list[0]->shape.rank();
   const int dim = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, rank, name, stacking ? 1 : 0);
-  return push(L, stacking ? lazylua::stack(list, dim) : lazylua::cat(list, dim));
+  return push(L, stacking ? autograd::stack(list, dim) : autograd::cat(list, dim));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "interp/lua_tensor.h"
+#include "tensor/autograd.h"
 #include "tensor/eager_ops.h"
 
 namespace lazylua::binding {
@@ -63,6 +64,10 @@ Tensor tensor_or_scalar(lua_State* L, int arg, const char* function, DType other
 
 // Registers the op methods (lua_tensor_methods.cpp) into the table on top.
 void register_methods(lua_State* L);
+// Autograd methods and scatter_add/index_add (lua_tensor_autograd.cpp).
+void register_autograd_methods(lua_State* L);
+// tensor.no_grad, enable_grad, is_grad_enabled, set_grad_enabled.
+void register_autograd_functions(lua_State* L);
 // Registers the module-only functions (factories ...) into the table on top.
 void register_factories(lua_State* L);
 

@@ -30,12 +30,14 @@ int push_self(lua_State* L) {
 
 template <UnaryOp op>
 int unary_method(lua_State* L) {
-  return push(L, lazylua::unary(op, self_tensor(L, unary_op_name(op))));
+  return push(L, autograd::unary(op, self_tensor(L, unary_op_name(op))));
 }
 
 template <UnaryOp op>
 int unary_inplace(lua_State* L) {
-  lazylua::unary_(op, self_tensor(L, unary_op_name(op)));
+  const Tensor& self = self_tensor(L, unary_op_name(op));
+  autograd::check_in_place(self, unary_op_name(op));
+  lazylua::unary_(op, self);
   return push_self(L);
 }
 
@@ -46,12 +48,12 @@ int binary_method(lua_State* L) {
   const bool left_tensor = to_tensor(L, 1) != nullptr;
   const bool right_tensor = to_tensor(L, 2) != nullptr;
   if (left_tensor && right_tensor) {
-    return push(L, lazylua::binary(op, check_tensor(L, 1, name), check_tensor(L, 2, name)));
+    return push(L, autograd::binary(op, check_tensor(L, 1, name), check_tensor(L, 2, name)));
   }
   if (left_tensor)
-    return push(L, lazylua::binary(op, check_tensor(L, 1, name), check_scalar(L, 2, name)));
+    return push(L, autograd::binary(op, check_tensor(L, 1, name), check_scalar(L, 2, name)));
   if (right_tensor)
-    return push(L, lazylua::binary(op, check_scalar(L, 1, name), check_tensor(L, 2, name)));
+    return push(L, autograd::binary(op, check_scalar(L, 1, name), check_tensor(L, 2, name)));
   type_error(L, 1, name, "tensor");
 }
 
@@ -60,8 +62,10 @@ int binary_inplace(lua_State* L) {
   const char* name = binary_op_name(op);
   const Tensor& self = self_tensor(L, name);
   if (to_tensor(L, 2)) {
+    autograd::check_in_place(self, name, check_tensor(L, 2, name));
     lazylua::binary_(op, self, check_tensor(L, 2, name));
   } else {
+    autograd::check_in_place(self, name);
     lazylua::binary_(op, self, check_scalar(L, 2, name));
   }
   return push_self(L);
@@ -76,27 +80,35 @@ std::optional<ops::Scalar> optional_bound(lua_State* L, int arg, const char* fun
 int clamp(lua_State* L) {
   const Tensor& self = self_tensor(L, "clamp");
   return push(L,
-              lazylua::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
+              autograd::clamp(self, optional_bound(L, 2, "clamp"), optional_bound(L, 3, "clamp")));
 }
 
 int clamp_inplace(lua_State* L) {
-  lazylua::clamp_(self_tensor(L, "clamp_"), optional_bound(L, 2, "clamp_"),
-                  optional_bound(L, 3, "clamp_"));
+  const Tensor& self = self_tensor(L, "clamp_");
+  autograd::check_in_place(self, "clamp_");
+  lazylua::clamp_(self, optional_bound(L, 2, "clamp_"), optional_bound(L, 3, "clamp_"));
   return push_self(L);
 }
 
 int fill_inplace(lua_State* L) {
-  lazylua::fill_(self_tensor(L, "fill_"), check_scalar(L, 2, "fill_"));
+  const Tensor& self = self_tensor(L, "fill_");
+  autograd::check_in_place(self, "fill_");
+  lazylua::fill_(self, check_scalar(L, 2, "fill_"));
   return push_self(L);
 }
 
 int zero_inplace(lua_State* L) {
-  lazylua::fill_(self_tensor(L, "zero_"), ops::Scalar::from_integer(0));
+  const Tensor& self = self_tensor(L, "zero_");
+  autograd::check_in_place(self, "zero_");
+  lazylua::fill_(self, ops::Scalar::from_integer(0));
   return push_self(L);
 }
 
 int copy_inplace(lua_State* L) {
-  lazylua::copy_(self_tensor(L, "copy_"), check_tensor(L, 2, "copy_"));
+  const Tensor& self = self_tensor(L, "copy_");
+  const Tensor& source = check_tensor(L, 2, "copy_");
+  autograd::check_in_place(self, "copy_", source);
+  lazylua::copy_(self, source);
   return push_self(L);
 }
 
@@ -107,7 +119,7 @@ int reduce_method(lua_State* L) {
   const char* name = reduce_op_name(op);
   const Tensor& self = self_tensor(L, name);
   const std::optional<int> dim = optional_dim(L, 2, rank_of(self), name);
-  return push(L, lazylua::reduce(op, self, dim, optional_boolean(L, 3, name, false)));
+  return push(L, autograd::reduce(op, self, dim, optional_boolean(L, 3, name, false)));
 }
 
 // max()/min(): everything; (dim [, keepdim]): values and indices; (tensor):
@@ -118,15 +130,15 @@ int max_min(lua_State* L) {
   const Tensor& self = self_tensor(L, name);
   if (to_tensor(L, 2)) {
     const BinaryOp op = is_max ? BinaryOp::maximum : BinaryOp::minimum;
-    return push(L, lazylua::binary(op, self, check_tensor(L, 2, name)));
+    return push(L, autograd::binary(op, self, check_tensor(L, 2, name)));
   }
   if (lua_isnoneornil(L, 2)) {
     return push(L,
-                lazylua::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
+                autograd::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
   }
   const int dim = check_dim(L, 2, rank_of(self), name);
   auto [values, indices] =
-      lazylua::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
+      autograd::max_min_dim(is_max, self, dim, optional_boolean(L, 3, name, false));
   push_tensor(L, std::move(values));
   push_tensor(L, std::move(indices));
   return 2;
@@ -146,16 +158,16 @@ int softmax(lua_State* L) {
   const Tensor& self = self_tensor(L, name);
   const int dim = lua_isnoneornil(L, 2) ? std::max(rank_of(self) - 1, 0)
                                         : check_dim(L, 2, std::max(rank_of(self), 1), name);
-  return push(L, lazylua::softmax(self, dim, log));
+  return push(L, autograd::softmax(self, dim, log));
 }
 
 int cumsum(lua_State* L) {
   const Tensor& self = self_tensor(L, "cumsum");
-  return push(L, lazylua::cumsum(self, check_dim(L, 2, std::max(rank_of(self), 1), "cumsum")));
+  return push(L, autograd::cumsum(self, check_dim(L, 2, std::max(rank_of(self), 1), "cumsum")));
 }
 
 int matmul(lua_State* L) {
-  return push(L, lazylua::matmul(self_tensor(L, "matmul"), check_tensor(L, 2, "matmul")));
+  return push(L, autograd::matmul(self_tensor(L, "matmul"), check_tensor(L, 2, "matmul")));
 }
 
 // ---- Properties and conversion ----
@@ -212,20 +224,20 @@ int is_contiguous(lua_State* L) {
 int to(lua_State* L) {
   const Tensor& self = self_tensor(L, "to");
   if (lua_type(L, 2) != LUA_TSTRING) type_error(L, 2, "to", "dtype name");
-  return push(L, lazylua::cast(self, parse_dtype(lua_tostring(L, 2))));
+  return push(L, autograd::cast(self, parse_dtype(lua_tostring(L, 2))));
 }
 
 template <DType type>
 int convert(lua_State* L) {
-  return push(L, lazylua::cast(self_tensor(L, dtype_name(type)), type));
+  return push(L, autograd::cast(self_tensor(L, dtype_name(type)), type));
 }
 
 int clone(lua_State* L) {
-  return push(L, lazylua::clone(self_tensor(L, "clone")));
+  return push(L, autograd::clone(self_tensor(L, "clone")));
 }
 
 int contiguous_method(lua_State* L) {
-  return push(L, lazylua::contiguous(self_tensor(L, "contiguous")));
+  return push(L, autograd::contiguous(self_tensor(L, "contiguous")));
 }
 
 int equal(lua_State* L) {
@@ -275,28 +287,28 @@ Shape sizes_after_self(lua_State* L, const char* function) {
 
 int reshape(lua_State* L) {
   const Tensor& self = self_tensor(L, "reshape");
-  return push(L, lazylua::reshape(self, sizes_after_self(L, "reshape")));
+  return push(L, autograd::reshape(self, sizes_after_self(L, "reshape")));
 }
 
 int view(lua_State* L) {
   const Tensor& self = self_tensor(L, "view");
-  return push(L, lazylua::view(self, sizes_after_self(L, "view")));
+  return push(L, autograd::view(self, sizes_after_self(L, "view")));
 }
 
 int expand(lua_State* L) {
   const Tensor& self = self_tensor(L, "expand");
-  return push(L, lazylua::expand(self, sizes_after_self(L, "expand")));
+  return push(L, autograd::expand(self, sizes_after_self(L, "expand")));
 }
 
 int expand_as(lua_State* L) {
   const Tensor& self = self_tensor(L, "expand_as");
-  return push(L, lazylua::expand(self, check_tensor(L, 2, "expand_as")->shape));
+  return push(L, autograd::expand(self, check_tensor(L, 2, "expand_as")->shape));
 }
 
 int transpose(lua_State* L) {
   const Tensor& self = self_tensor(L, "transpose");
   const int rank = std::max(rank_of(self), 1);
-  return push(L, lazylua::transpose(self, check_dim(L, 2, rank, "transpose"),
+  return push(L, autograd::transpose(self, check_dim(L, 2, rank, "transpose"),
                                     check_dim(L, 3, rank, "transpose")));
 }
 
@@ -304,7 +316,7 @@ int t(lua_State* L) {
   const Tensor& self = self_tensor(L, "t");
   if (rank_of(self) > 2)
     fail("t: expects a tensor with at most 2 dimensions, got {}", rank_of(self));
-  return push(L, rank_of(self) < 2 ? self : lazylua::transpose(self, 0, 1));
+  return push(L, rank_of(self) < 2 ? self : autograd::transpose(self, 0, 1));
 }
 
 int permute(lua_State* L) {
@@ -323,7 +335,7 @@ int permute(lua_State* L) {
       order.push_back(check_dim(L, arg, rank_of(self), "permute"));
     }
   }
-  return push(L, lazylua::permute(self, order));
+  return push(L, autograd::permute(self, order));
 }
 
 int narrow(lua_State* L) {
@@ -336,24 +348,24 @@ int narrow(lua_State* L) {
   if (start == 0 || start0 < 0 || start0 > self->shape[d]) {
     fail("narrow: start {} out of range for size {} (indices start at 1)", start, self->shape[d]);
   }
-  return push(L, lazylua::narrow(self, d, start0, length));
+  return push(L, autograd::narrow(self, d, start0, length));
 }
 
 int select(lua_State* L) {
   const Tensor& self = self_tensor(L, "select");
   const int d = check_dim(L, 2, rank_of(self), "select");
   const int64_t index = normalize_index(check_integer(L, 3, "select"), self->shape[d], "select");
-  return push(L, lazylua::select(self, d, index));
+  return push(L, autograd::select(self, d, index));
 }
 
 int squeeze(lua_State* L) {
   const Tensor& self = self_tensor(L, "squeeze");
-  return push(L, lazylua::squeeze(self, optional_dim(L, 2, rank_of(self), "squeeze")));
+  return push(L, autograd::squeeze(self, optional_dim(L, 2, rank_of(self), "squeeze")));
 }
 
 int unsqueeze(lua_State* L) {
   const Tensor& self = self_tensor(L, "unsqueeze");
-  return push(L, lazylua::unsqueeze(self, check_dim(L, 2, rank_of(self), "unsqueeze", 1)));
+  return push(L, autograd::unsqueeze(self, check_dim(L, 2, rank_of(self), "unsqueeze", 1)));
 }
 
 int flatten(lua_State* L) {
@@ -361,7 +373,7 @@ int flatten(lua_State* L) {
   const int rank = std::max(rank_of(self), 1);
   const int start = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, rank, "flatten");
   const int end = lua_isnoneornil(L, 3) ? rank - 1 : check_dim(L, 3, rank, "flatten");
-  return push(L, lazylua::flatten(self, start, end));
+  return push(L, autograd::flatten(self, start, end));
 }
 
 // ---- Indexing ----
@@ -369,13 +381,13 @@ int flatten(lua_State* L) {
 int gather(lua_State* L) {
   const Tensor& self = self_tensor(L, "gather");
   const int d = check_dim(L, 2, rank_of(self), "gather");
-  return push(L, lazylua::gather(self, d, check_tensor(L, 3, "gather")));
+  return push(L, autograd::gather(self, d, check_tensor(L, 3, "gather")));
 }
 
 int index_select(lua_State* L) {
   const Tensor& self = self_tensor(L, "index_select");
   const int d = check_dim(L, 2, rank_of(self), "index_select");
-  return push(L, lazylua::index_select(self, d, check_tensor(L, 3, "index_select")));
+  return push(L, autograd::index_select(self, d, check_tensor(L, 3, "index_select")));
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ class Buffer : public RefCounted {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
 
+  // Bumped by every eager in-place write: autograd checks that a value it
+  // saved was not overwritten before backward used it.
+  uint32_t version = 0;
+
  private:
   void* data_;
   size_t nbytes_;

@@ -112,6 +112,7 @@ class Context : public RefCounted {
   ~Context();
 
   bool eager = false;
+  bool grad_enabled = true;  // autograd records gradients (tensor.no_grad clears it)
   int debug_level = 0;
   Metrics metrics;
   std::unique_ptr<Executor> executor;

@@ -95,6 +95,9 @@ Array flatten(const Array& a, int start_dim, int end_dim);
 Array cat(const std::vector<Array>& inputs, int dim);
 Array stack(const std::vector<Array>& inputs, int dim);
 Array gather(const Array& a, int dim, const Array& index);
+// A copy of `base` with src[i][j] added at [index[i][j]][j] (dim 0; likewise
+// for others), as torch.scatter_add. Repeated positions add up.
+Array scatter_add(const Array& base, int dim, const Array& index, const Array& src);
 Array index_select(const Array& a, int dim, const Array& index);
 
 // Resolves one -1 extent of `shape` against `numel`; Errors name `op`.

@@ -370,6 +370,31 @@ Array gather(const Array& a, int dim, const Array& index) {
   return out;
 }
 
+Array scatter_add(const Array& base, int dim, const Array& index, const Array& src) {
+  check_dim(dim, base.rank(), "scatter_add");
+  check_index_dtype(index, "scatter_add");
+  if (index.rank() != base.rank() || src.rank() != base.rank()) {
+    fail("scatter_add: index ({} dimensions) and src ({}) must have the input's {} dimensions",
+         index.rank(), src.rank(), base.rank());
+  }
+  if (src.dtype != base.dtype) {
+    fail("scatter_add: src is {} but the input is {}", dtype_name(src.dtype),
+         dtype_name(base.dtype));
+  }
+  for (int d = 0; d < base.rank(); d++) {
+    if (index.shape[d] > src.shape[d] || (d != dim && index.shape[d] > base.shape[d])) {
+      fail("scatter_add: index shape {} exceeds src shape {} or input shape {} in dimension {}",
+           shape_string(index.shape), shape_string(src.shape), shape_string(base.shape), d + 1);
+    }
+  }
+  Array out = Array::empty(base.shape, base.dtype, "scatter_add");
+  if (!in_meta_scope()) {
+    copy_kernel(base, out);
+    scatter_kernel(out, dim, index, src, true);
+  }
+  return out;
+}
+
 Array index_select(const Array& a, int dim, const Array& index) {
   check_dim(dim, a.rank(), "index_select");
   check_index_dtype(index, "index_select");

@@ -30,6 +30,7 @@ std::string attr_string(const Node& node) {
     case Op::cat:
     case Op::gather:
     case Op::index_select:
+    case Op::scatter_add:
       return fmt::format("dim={}", a[0]);
     case Op::slice:
       return fmt::format("dim={}, start={}, length={}", a[0], a[1], a[2]);

@@ -47,6 +47,7 @@ int attr_count(Op op, int input_rank) {
     case Op::cat:
     case Op::gather:
     case Op::index_select:
+    case Op::scatter_add:
       return 1;
     case Op::permute:
       return input_rank;
@@ -235,6 +236,8 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
       return ops::gather(in[0], static_cast<int>(a[0]), in[1]);
     case Op::index_select:
       return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
+    case Op::scatter_add:
+      return ops::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
   }
   LAZYLUA_ASSERT(false);
 }

@@ -42,7 +42,8 @@ namespace lazylua {
   X(select_update) /* (base, value): base with one index replaced; attrs: dim, index */   \
   X(cat)           /* (inputs...); attrs: dim */                                          \
   X(gather)        /* (input, index); attrs: dim */                                       \
-  X(index_select)  /* (input, index); attrs: dim */
+  X(index_select)  /* (input, index); attrs: dim */                                       \
+  X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */
 
 enum class Op : uint8_t {
 #define LAZYLUA_ENUM_ITEM(name) name,

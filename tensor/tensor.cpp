@@ -3,6 +3,8 @@
 // (see MetaScope), so validation, shape and dtype rules are the eager op's.
 #include "tensor.h"
 
+#include "autograd.h"
+
 #include <algorithm>
 
 namespace lazylua {
@@ -212,15 +214,15 @@ void assign(const Tensor& self, NodeRef value) {
 }
 
 // Eager in-place ops need their target's real memory; a lazy tensor that
-// reaches eager mode is synced first.
+// reaches eager mode is synced first. The buffer's version changes: the
+// write is about to happen.
 Array eager_target(const Tensor& self) {
-  if (self->is_lazy_view() || self->pending) {
-    Array data = observe(self, SyncCause::eager_op);
-    // The strided view shares the synced base's buffer, so the write
-    // reaches the base as eager mode expects.
-    return data;
-  }
-  return self->data;
+  // The strided view of a lazy view shares the synced base's buffer, so the
+  // write reaches the base as eager mode expects.
+  Array data = self->is_lazy_view() || self->pending ? observe(self, SyncCause::eager_op)
+                                                     : self->data;
+  if (data.buffer) data.buffer.get()->version++;
+  return data;
 }
 
 Array meta(const Tensor& t) {
@@ -666,6 +668,19 @@ Tensor gather(const Tensor& a, int dim, const Tensor& index) {
     m = ops::gather(meta(a), dim, meta(index));
   }
   return record(context_of(a), Op::gather, 0, m, {value_of(a), value_of(index)}, {dim});
+}
+
+Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src) {
+  if (base->context->eager) {
+    return wrap(base, ops::scatter_add(eager_data(base), dim, eager_data(index), eager_data(src)));
+  }
+  Array m;
+  {
+    MetaScope scope;
+    m = ops::scatter_add(meta(base), dim, meta(index), meta(src));
+  }
+  return record(context_of(base), Op::scatter_add, 0, m,
+                {value_of(base), value_of(index), value_of(src)}, {dim});
 }
 
 Tensor index_select(const Tensor& a, int dim, const Tensor& index) {

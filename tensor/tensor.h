@@ -26,6 +26,8 @@ struct ViewStep {
   int64_t attrs[kMaxDims] = {};
 };
 
+struct GradNode;
+
 class TensorImpl : public RefCounted {
  public:
   LAZYLUA_POOLED_OBJECT
@@ -52,6 +54,12 @@ class TensorImpl : public RefCounted {
   bool shares_storage = false;
   // Set when a sync failed to compute this tensor: using it raises this.
   std::string error;
+
+  // Autograd (autograd.h): a leaf that requires grad accumulates `grad`; a
+  // result computed from such tensors has the node that made it.
+  bool requires_grad = false;
+  Ref<GradNode> grad_fn;
+  Ref<TensorImpl> grad;
 
   bool is_lazy_view() const { return static_cast<bool>(base); }
 
@@ -128,5 +136,6 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim);
 Tensor stack(const std::vector<Tensor>& inputs, int dim);
 Tensor gather(const Tensor& a, int dim, const Tensor& index);
 Tensor index_select(const Tensor& a, int dim, const Tensor& index);
+Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
 
 }  // namespace lazylua
