@@ -589,13 +589,13 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
   for (size_t i = 0; i < program.instructions.size(); i++) {
     if (!fusion.materialized[i]) continue;
     const Instruction& instruction = program.instructions[i];
-    if (!donor.empty() && donor[i] >= 0) {
-      slot_of[i] = slot_of[donor[i]];  // donors are inputs: they come first
-      continue;
-    }
+    if (!donor.empty() && donor[i] >= 0) continue;  // below: its donor may come later
     slot_of[i] = static_cast<int>(plan.slots.size());
     plan.slots.push_back(
         {instruction.dtype, instruction.shape, static_cast<int>(i), instruction.input_index});
+  }
+  for (size_t i = 0; i < donor.size(); i++) {
+    if (donor[i] >= 0) slot_of[i] = slot_of[donor[i]];
   }
   const std::vector<Layout> layouts = compute_layouts(program, fusion.materialized);
   KernelWriter writer(program, slot_of, layouts, plan);

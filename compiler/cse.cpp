@@ -16,6 +16,7 @@ int meaningful_attrs(const Instruction& instruction, const Rewriter& rewriter) {
     case Op::cat:
     case Op::gather:
     case Op::index_select:
+    case Op::scatter_add:
       return 1;
     case Op::reduce:
     case Op::arg_reduce:

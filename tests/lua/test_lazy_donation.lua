@@ -130,6 +130,18 @@ diff("a later step reads the donor's old value", CHAIN(2), function()
   return x, s, v
 end)
 
+diff("a donor that comes after a constant output in the graph", EW, function()
+  -- The gradient (a broadcast constant) is pending before the update of
+  -- p, so the graph starts with the constant and the donated parameter
+  -- comes later: the output that takes its memory is planned first.
+  local p = tensor.new({1.5, 2}, {dtype = "f64"}):requires_grad(true)
+  tensor.mark_step()
+  p:sum():backward()
+  tensor.no_grad(function() p:sub_(p:grad() * 0.5) end)
+  tensor.mark_step()
+  return p:detach(), p:grad()
+end)
+
 diff("integer division that may fail never overwrites its inputs", EXACT, function(obs)
   local a = tensor.arange(1, 9)
   local b = tensor.new({1, 2, 0, 4, 5, 6, 7, 8})

@@ -1,0 +1,399 @@
+-- nn.lua - neural network modules: a Module base, layers, losses and
+-- initializations, in the shape of torch.nn. Layers are ordinary tensor
+-- code, so a forward pass records into the lazy graph like any other ops
+-- and autograd gives their gradients.
+--
+--   local nn = require "nn"
+--   local model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+--   local loss = nn.CrossEntropyLoss()(model(x), y)   -- y: i64 classes, 1-based
+local tensor = require "tensor"
+
+local nn = {}
+
+-- ---------------------------------------------------------------------------
+-- Classes: nn.Linear(...) constructs, instance(...) runs forward.
+
+local Module = {}
+Module.__index = Module
+Module.__name = "Module"
+nn.Module = Module
+
+local function call_forward(self, ...) return self:forward(...) end
+
+-- A new class deriving from `parent` (Module by default). Calling the class
+-- makes an instance and runs its init(...).
+function nn.class(name, parent)
+  parent = parent or Module
+  local class = {}
+  class.__index = class
+  class.__name = name
+  class.__call = call_forward
+  class.__tostring = parent.__tostring or Module.__tostring
+  class.super = parent
+  return setmetatable(class, {
+    __index = parent,
+    __call = function(cls, ...)
+      local self = setmetatable({}, cls)
+      Module.init(self)
+      if cls.init ~= Module.init then cls.init(self, ...) end
+      return self
+    end,
+  })
+end
+
+function Module:init()
+  rawset(self, "_parameter_names", {})
+  rawset(self, "_parameters", {})
+  rawset(self, "_module_names", {})
+  rawset(self, "_modules", {})
+  rawset(self, "training", true)
+end
+
+function Module:forward()
+  error(getmetatable(self).__name .. ": forward is not defined", 2)
+end
+
+-- Registers (or replaces) a parameter: a tensor that requires grad.
+function Module:register_parameter(name, t)
+  if not tensor.is_tensor(t) then error("register_parameter: '" .. name .. "' is not a tensor", 2) end
+  if t:is_leaf() and not t:requires_grad() then t:requires_grad(true) end
+  if self._parameters[name] == nil then table.insert(self._parameter_names, name) end
+  self._parameters[name] = t
+  rawset(self, name, t)
+  return t
+end
+
+function Module:add_module(name, module)
+  if getmetatable(module) == nil or module.parameters == nil then
+    error("add_module: '" .. tostring(name) .. "' is not a module", 2)
+  end
+  if self._modules[name] == nil then table.insert(self._module_names, name) end
+  self._modules[name] = module
+  rawset(self, name, module)
+  return module
+end
+
+-- Calls f(prefix .. name, tensor, owner, name) for every parameter, depth first,
+-- each tensor once (a layer shared by two parents counts once).
+local function visit_parameters(module, prefix, seen, f)
+  for _, name in ipairs(module._parameter_names) do
+    local t = module._parameters[name]
+    if not seen[t] then
+      seen[t] = true
+      f(prefix .. name, t, module, name)
+    end
+  end
+  for _, name in ipairs(module._module_names) do
+    visit_parameters(module._modules[name], prefix .. name .. ".", seen, f)
+  end
+end
+
+function Module:parameters()
+  local list = {}
+  visit_parameters(self, "", {}, function(_, t) list[#list + 1] = t end)
+  return list
+end
+
+-- An array of {name, tensor} pairs in registration order ("0.weight" ...).
+function Module:named_parameters()
+  local list = {}
+  visit_parameters(self, "", {}, function(name, t) list[#list + 1] = {name, t} end)
+  return list
+end
+
+function Module:children()
+  local list = {}
+  for _, name in ipairs(self._module_names) do list[#list + 1] = self._modules[name] end
+  return list
+end
+
+function Module:train(mode)
+  if mode == nil then mode = true end
+  self.training = mode
+  for _, child in ipairs(self:children()) do child:train(mode) end
+  return self
+end
+
+function Module:eval() return self:train(false) end
+
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p:set_grad(nil) end
+end
+
+-- name -> tensor (detached: saving it does not keep gradients alive).
+function Module:state_dict()
+  local state = {}
+  visit_parameters(self, "", {}, function(name, t) state[name] = t:detach() end)
+  return state
+end
+
+-- Copies values into the parameters. strict (default true): every
+-- parameter present, no unknown names. Shapes must match.
+function Module:load_state_dict(state, strict)
+  if type(state) ~= "table" then error("load_state_dict: expected a table of tensors", 2) end
+  if strict == nil then strict = true end
+  local known = {}
+  local problems = {}
+  visit_parameters(self, "", {}, function(name, t)
+    known[name] = true
+    local value = state[name]
+    if value == nil then
+      if strict then problems[#problems + 1] = "missing " .. name end
+    elseif not tensor.is_tensor(value) then
+      problems[#problems + 1] = name .. " is a " .. type(value) .. ", not a tensor"
+    elseif table.concat(value:size(), "x") ~= table.concat(t:size(), "x") then
+      problems[#problems + 1] = string.format("%s has shape [%s], the model [%s]", name,
+        table.concat(value:size(), ", "), table.concat(t:size(), ", "))
+    end
+  end)
+  if strict then
+    local unknown = {}
+    for name in pairs(state) do
+      if not known[name] then unknown[#unknown + 1] = tostring(name) end
+    end
+    table.sort(unknown)
+    for _, name in ipairs(unknown) do problems[#problems + 1] = "unexpected " .. name end
+  end
+  if #problems > 0 then error("load_state_dict: " .. table.concat(problems, "; "), 2) end
+  tensor.no_grad(function()
+    visit_parameters(self, "", {}, function(name, t)
+      if state[name] ~= nil then t:copy_(state[name]) end
+    end)
+  end)
+  return self
+end
+
+function Module:extra_repr() return "" end
+
+function Module.__tostring(self)
+  local lines = {getmetatable(self).__name .. "(" .. self:extra_repr()}
+  if #self._module_names == 0 then return lines[1] .. ")" end
+  for _, name in ipairs(self._module_names) do
+    local text = tostring(self._modules[name]):gsub("\n", "\n  ")
+    lines[#lines + 1] = "  (" .. name .. "): " .. text
+  end
+  return table.concat(lines, "\n") .. "\n)"
+end
+
+-- ---------------------------------------------------------------------------
+-- Initialization (in place, without gradients).
+
+nn.init = {}
+
+function nn.init.uniform_(t, low, high)
+  tensor.no_grad(function() t:copy_(tensor.rand(t:size(), {dtype = t:dtype()}) * (high - low) + low) end)
+  return t
+end
+
+function nn.init.normal_(t, mean, std)
+  mean, std = mean or 0, std or 1
+  tensor.no_grad(function() t:copy_(tensor.randn(t:size(), {dtype = t:dtype()}) * std + mean) end)
+  return t
+end
+
+function nn.init.constant_(t, value)
+  tensor.no_grad(function() t:fill_(value) end)
+  return t
+end
+function nn.init.zeros_(t) return nn.init.constant_(t, 0) end
+function nn.init.ones_(t) return nn.init.constant_(t, 1) end
+
+-- fan_in, fan_out of a weight [out, in, k...] as PyTorch counts them.
+local function fans(t)
+  local size = t:size()
+  if #size < 2 then error("fan in and fan out need a tensor of at least 2 dimensions", 3) end
+  local receptive = 1
+  for d = 3, #size do receptive = receptive * size[d] end
+  return size[2] * receptive, size[1] * receptive
+end
+
+function nn.init.xavier_uniform_(t, gain)
+  local fan_in, fan_out = fans(t)
+  local bound = (gain or 1) * math.sqrt(6 / (fan_in + fan_out))
+  return nn.init.uniform_(t, -bound, bound)
+end
+
+function nn.init.xavier_normal_(t, gain)
+  local fan_in, fan_out = fans(t)
+  return nn.init.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fan_in + fan_out)))
+end
+
+-- For ReLU layers (gain sqrt(2)); `a` is the negative slope of a leaky ReLU.
+function nn.init.kaiming_uniform_(t, a)
+  local fan_in = fans(t)
+  local gain = math.sqrt(2 / (1 + (a or 0) ^ 2))
+  local bound = gain * math.sqrt(3 / fan_in)
+  return nn.init.uniform_(t, -bound, bound)
+end
+
+function nn.init.kaiming_normal_(t, a)
+  local fan_in = fans(t)
+  return nn.init.normal_(t, 0, math.sqrt(2 / (1 + (a or 0) ^ 2)) / math.sqrt(fan_in))
+end
+
+-- ---------------------------------------------------------------------------
+-- Layers.
+
+local function check_integer(value, what, level)
+  if math.type(value) ~= "integer" or value < 1 then
+    error(string.format("%s must be a positive integer, got %s", what, tostring(value)), level + 1)
+  end
+end
+
+local Linear = nn.class("Linear")
+nn.Linear = Linear
+
+-- As torch.nn.Linear: weight [out, in] and bias [out], both uniform in
+-- +-1/sqrt(in) (kaiming_uniform with a = sqrt(5)).
+function Linear:init(in_features, out_features, options)
+  check_integer(in_features, "Linear: in_features", 3)
+  check_integer(out_features, "Linear: out_features", 3)
+  options = options or {}
+  self.in_features, self.out_features = in_features, out_features
+  local bound = 1 / math.sqrt(in_features)
+  local dtype = options.dtype or "f32"
+  self:register_parameter("weight",
+    nn.init.uniform_(tensor.empty(out_features, in_features, {dtype = dtype}), -bound, bound))
+  if options.bias ~= false then
+    self:register_parameter("bias", nn.init.uniform_(tensor.empty(out_features, {dtype = dtype}), -bound, bound))
+  end
+end
+
+function Linear:forward(x)
+  local y = x:matmul(self.weight:t())
+  if self.bias then y = y + self.bias end
+  return y
+end
+
+function Linear:extra_repr()
+  return string.format("%d -> %d%s", self.in_features, self.out_features, self.bias and "" or ", no bias")
+end
+
+-- Stateless elementwise layers.
+local function activation(name, method)
+  local class = nn.class(name)
+  class.forward = function(_, x) return x[method](x) end
+  nn[name] = class
+end
+activation("ReLU", "relu")
+activation("GELU", "gelu")
+activation("Tanh", "tanh")
+activation("Sigmoid", "sigmoid")
+
+local Identity = nn.class("Identity")
+nn.Identity = Identity
+function Identity:forward(x) return x end
+
+local Softmax = nn.class("Softmax")
+nn.Softmax = Softmax
+function Softmax:init(dim) self.dim = dim or -1 end
+function Softmax:forward(x) return x:softmax(self.dim) end
+
+local LogSoftmax = nn.class("LogSoftmax")
+nn.LogSoftmax = LogSoftmax
+function LogSoftmax:init(dim) self.dim = dim or -1 end
+function LogSoftmax:forward(x) return x:log_softmax(self.dim) end
+
+local Dropout = nn.class("Dropout")
+nn.Dropout = Dropout
+
+function Dropout:init(p)
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p >= 1 then
+    error("Dropout: p must be in [0, 1), got " .. tostring(p), 3)
+  end
+  self.p = p
+end
+
+-- Inverted dropout: kept elements are scaled by 1/(1-p) in training, so
+-- evaluation is the identity.
+function Dropout:forward(x)
+  if not self.training or self.p == 0 then return x end
+  local keep = tensor.rand(x:size(), {dtype = x:dtype()}):ge(self.p)
+  return x * keep:to(x:dtype()) * (1 / (1 - self.p))
+end
+
+function Dropout:extra_repr() return "p=" .. self.p end
+
+local Flatten = nn.class("Flatten")
+nn.Flatten = Flatten
+function Flatten:init(start_dim, end_dim) self.start_dim, self.end_dim = start_dim or 2, end_dim or -1 end
+function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
+
+local LayerNorm = nn.class("LayerNorm")
+nn.LayerNorm = LayerNorm
+
+-- Normalizes over the last #shape dims: (x - mean) / sqrt(var + eps),
+-- biased variance as in PyTorch, then weight * . + bias.
+function LayerNorm:init(shape, options)
+  if type(shape) == "number" then shape = {shape} end
+  options = options or {}
+  self.shape, self.eps = shape, options.eps or 1e-5
+  if options.elementwise_affine ~= false then
+    self:register_parameter("weight", tensor.ones(shape))
+    self:register_parameter("bias", tensor.zeros(shape))
+  end
+end
+
+function LayerNorm:forward(x)
+  local rank, n = x:dim(), #self.shape
+  for i = 1, n do
+    if x:size(rank - n + i) ~= self.shape[i] then
+      error(string.format("LayerNorm: input shape [%s] does not end with [%s]",
+        table.concat(x:size(), ", "), table.concat(self.shape, ", ")), 2)
+    end
+  end
+  local mean, centered = x, nil
+  for d = rank, rank - n + 1, -1 do mean = mean:mean(d, true) end
+  centered = x - mean
+  local var = centered * centered
+  for d = rank, rank - n + 1, -1 do var = var:mean(d, true) end
+  local y = centered * (var + self.eps):rsqrt()
+  if self.weight then y = y * self.weight + self.bias end
+  return y
+end
+
+local Embedding = nn.class("Embedding")
+nn.Embedding = Embedding
+
+function Embedding:init(count, dim)
+  check_integer(count, "Embedding: num_embeddings", 3)
+  check_integer(dim, "Embedding: embedding_dim", 3)
+  self.count, self.dim = count, dim
+  self:register_parameter("weight", nn.init.normal_(tensor.empty(count, dim), 0, 1))
+end
+
+-- Rows of the weight for 1-based i64 indices of any shape.
+function Embedding:forward(index)
+  local shape = index:size()
+  local rows = self.weight:index_select(1, index:reshape(-1))
+  shape[#shape + 1] = self.dim
+  return rows:reshape(shape)
+end
+
+function Embedding:extra_repr() return self.count .. ", " .. self.dim end
+
+local Sequential = nn.class("Sequential")
+nn.Sequential = Sequential
+
+function Sequential:init(...)
+  local layers = {...}
+  if #layers == 1 and getmetatable(layers[1]) == nil and type(layers[1]) == "table" then
+    layers = layers[1]
+  end
+  for i, layer in ipairs(layers) do self:add_module(tostring(i), layer) end
+end
+
+function Sequential:forward(x)
+  for _, name in ipairs(self._module_names) do x = self._modules[name](x) end
+  return x
+end
+
+function Sequential:__len() return #self._module_names end
+function Sequential:get(i) return self._modules[tostring(i)] end
+
+-- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua).
+require("nn_conv")(nn)
+require("nn_loss")(nn)
+
+return nn

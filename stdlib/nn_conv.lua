@@ -1,0 +1,150 @@
+-- nn_conv.lua - Conv2d and pooling for nn.lua. A convolution is one
+-- matrix product: the input's K*K shifted windows are stacked into columns
+-- (im2col: views and one join, which the compiler turns into one copy
+-- kernel) and the weight [out, in*K*K] multiplies them all at once.
+local tensor = require "tensor"
+
+return function(nn)
+  local function pair(value, what)
+    if type(value) == "table" then return value[1], value[2] end
+    if math.type(value) ~= "integer" or value < 0 then
+      error(string.format("%s must be a non-negative integer, got %s", what, tostring(value)), 4)
+    end
+    return value, value
+  end
+
+  -- x [N, C, H, W] padded with `fill` by (ph, pw) before and (ph + eh, pw + ew)
+  -- after along H and W.
+  local function pad2d(x, ph, pw, eh, ew, fill)
+    if ph == 0 and pw == 0 and eh == 0 and ew == 0 then return x end
+    local n, c, hgt, wid = table.unpack(x:size())
+    local function block(h, w)
+      return tensor.full({1}, fill, {dtype = x:dtype()}):reshape(1, 1, 1, 1):expand(n, c, h, w)
+    end
+    if ph + eh > 0 then
+      local parts = {}
+      if ph > 0 then parts[#parts + 1] = block(ph, wid) end
+      parts[#parts + 1] = x
+      if ph + eh > 0 then parts[#parts + 1] = block(ph + eh, wid) end
+      x = tensor.cat(parts, 3)
+      hgt = hgt + 2 * ph + eh
+    end
+    if pw + ew > 0 then
+      local parts = {}
+      if pw > 0 then parts[#parts + 1] = block(hgt, pw) end
+      parts[#parts + 1] = x
+      parts[#parts + 1] = block(hgt, pw + ew)
+      x = tensor.cat(parts, 4)
+    end
+    return x
+  end
+
+  -- The windows of x [N, C, H, W]: a list of K*K tensors [C, N, OH, OW]
+  -- (window (i, j) holds x[:, :, i + s*oh, j + s*ow]), and OH, OW.
+  local function windows(x, kh, kw, sh, sw, ph, pw, fill)
+    local _, _, hgt, wid = table.unpack(x:size())
+    local oh = (hgt + 2 * ph - kh) // sh + 1
+    local ow = (wid + 2 * pw - kw) // sw + 1
+    if oh < 1 or ow < 1 then
+      error(string.format("input %dx%d is smaller than the kernel %dx%d (padding %d, %d)",
+        hgt, wid, kh, kw, ph, pw), 4)
+    end
+    -- Room for strided windows read as [OH, stride] blocks.
+    local need_h = (kh - 1) + sh * oh - (hgt + 2 * ph)
+    local need_w = (kw - 1) + sw * ow - (wid + 2 * pw)
+    local xp = pad2d(x, ph, pw, math.max(need_h, 0), math.max(need_w, 0), fill):transpose(1, 2)
+    local c, n = xp:size(1), xp:size(2)
+    local list = {}
+    for i = 1, kh do
+      for j = 1, kw do
+        local win = xp:narrow(3, i, sh * oh):narrow(4, j, sw * ow)
+        if sh > 1 or sw > 1 then
+          win = win:reshape(c, n, oh, sh, ow, sw):select(6, 1):select(4, 1)
+        end
+        list[#list + 1] = win
+      end
+    end
+    return list, oh, ow
+  end
+
+  local Conv2d = nn.class("Conv2d")
+  nn.Conv2d = Conv2d
+
+  function Conv2d:init(in_channels, out_channels, kernel_size, options)
+    options = options or {}
+    for what, value in pairs({in_channels = in_channels, out_channels = out_channels}) do
+      if math.type(value) ~= "integer" or value < 1 then
+        error("Conv2d: " .. what .. " must be a positive integer", 3)
+      end
+    end
+    self.in_channels, self.out_channels = in_channels, out_channels
+    self.kh, self.kw = pair(kernel_size, "Conv2d: kernel_size")
+    self.sh, self.sw = pair(options.stride or 1, "Conv2d: stride")
+    self.ph, self.pw = pair(options.padding or 0, "Conv2d: padding")
+    if self.kh < 1 or self.kw < 1 or self.sh < 1 or self.sw < 1 then
+      error("Conv2d: kernel_size and stride must be positive", 3)
+    end
+    local fan_in = in_channels * self.kh * self.kw
+    local bound = 1 / math.sqrt(fan_in)
+    self:register_parameter("weight", nn.init.uniform_(
+      tensor.empty(out_channels, in_channels, self.kh, self.kw), -bound, bound))
+    if options.bias ~= false then
+      self:register_parameter("bias", nn.init.uniform_(tensor.empty(out_channels), -bound, bound))
+    end
+  end
+
+  function Conv2d:forward(x)
+    if x:dim() ~= 4 or x:size(2) ~= self.in_channels then
+      error(string.format("Conv2d: expected input [N, %d, H, W], got [%s]", self.in_channels,
+        table.concat(x:size(), ", ")), 2)
+    end
+    local n = x:size(1)
+    local list, oh, ow = windows(x, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, 0)
+    -- [C, K*K, N, OH, OW] -> [C*K*K, N*OH*OW]: rows in the weight's (c, i, j) order.
+    local columns = tensor.stack(list, 2):reshape(self.in_channels * self.kh * self.kw, n * oh * ow)
+    local weight = self.weight:reshape(self.out_channels, self.in_channels * self.kh * self.kw)
+    local y = weight:matmul(columns)  -- [O, N*OH*OW]
+    if self.bias then y = y + self.bias:reshape(self.out_channels, 1) end
+    return y:reshape(self.out_channels, n, oh, ow):transpose(1, 2)
+  end
+
+  function Conv2d:extra_repr()
+    return string.format("%d, %d, kernel=%dx%d, stride=%dx%d, padding=%dx%d", self.in_channels,
+      self.out_channels, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw)
+  end
+
+  -- Max or average over windows.
+  local function pool(name, reduce, fill)
+    local class = nn.class(name)
+    nn[name] = class
+    function class:init(kernel_size, options)
+      options = options or {}
+      self.kh, self.kw = pair(kernel_size, name .. ": kernel_size")
+      self.sh, self.sw = pair(options.stride or kernel_size, name .. ": stride")
+      self.ph, self.pw = pair(options.padding or 0, name .. ": padding")
+      if self.kh < 1 or self.kw < 1 or self.sh < 1 or self.sw < 1 then
+        error(name .. ": kernel_size and stride must be positive", 3)
+      end
+    end
+    function class:forward(x)
+      if x:dim() ~= 4 then
+        error(string.format("%s: expected input [N, C, H, W], got [%s]", name,
+          table.concat(x:size(), ", ")), 2)
+      end
+      local n, c, hgt, wid = table.unpack(x:size())
+      if self.kh == self.sh and self.kw == self.sw and self.ph == 0 and self.pw == 0 and
+          hgt % self.kh == 0 and wid % self.kw == 0 then
+        -- Windows that tile the input: a reshape, no copy.
+        local blocks = x:reshape(n, c, hgt // self.kh, self.kh, wid // self.kw, self.kw)
+        return reduce(reduce(blocks, 6), 4)
+      end
+      local list = windows(x, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, fill)
+      return reduce(tensor.stack(list, 1), 1):transpose(1, 2)
+    end
+    function class:extra_repr()
+      return string.format("kernel=%dx%d, stride=%dx%d", self.kh, self.kw, self.sh, self.sw)
+    end
+  end
+  pool("MaxPool2d", function(t, dim) return (t:max(dim)) end, -math.huge)
+  pool("AvgPool2d", function(t, dim) return t:mean(dim) end, 0)
+end
