@@ -54,9 +54,9 @@ Array blas_operand(const Array& x, BlasView* view) {
   return copy;
 }
 
-void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b, int64_t m,
-          int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
-          int64_t ldc) {
+void blas_call(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b,
+               int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
+               int64_t ldb, void* c, int64_t ldc) {
   if (is_double) {
     cblas_dgemm(CblasRowMajor, transpose_a, transpose_b, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0, static_cast<const double*>(a), static_cast<int>(lda),
@@ -68,6 +68,52 @@ void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose
                 static_cast<const float*>(b), static_cast<int>(ldb), 0.0f, static_cast<float*>(c),
                 static_cast<int>(ldc));
   }
+}
+
+// Multiply-adds below which one thread does the whole product: splitting
+// costs a wake-up of the pool (a few microseconds).
+constexpr double kParallelGemmWork = 1 << 20;
+
+// C = A B on the thread pool. OpenBLAS itself runs single-threaded (see
+// thread_pool.cpp): its own threads wait for work by spinning on
+// sched_yield, which on two cores starves the pool running the kernels
+// around each product (measured: half the time of a training step). So the
+// product is cut into one band of C per thread, rows or columns, whichever
+// dim is longer, and each band is one BLAS call.
+void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b, int64_t m,
+          int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+          int64_t ldc) {
+  const int threads = thread_count();
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  if (threads == 1 || work < kParallelGemmWork || extent < 2 * threads) {
+    blas_call(is_double, transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc);
+    return;
+  }
+  const int64_t element = is_double ? 8 : 4;
+  const int64_t bands = threads;
+  parallel_for(bands, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t band = begin; band < end; ++band) {
+      // Bands of whole vector widths (16 floats), the last one takes the rest.
+      const int64_t step = (extent / bands + 15) / 16 * 16;
+      const int64_t first = std::min(extent, band * step);
+      const int64_t last = band + 1 == bands ? extent : std::min(extent, first + step);
+      if (first >= last) continue;
+      if (by_rows) {
+        // Rows of C come from rows of A: row r of a transposed A is column r.
+        const int64_t a_offset = transpose_a == CblasNoTrans ? first * lda : first;
+        blas_call(is_double, transpose_a, transpose_b, last - first, n, k,
+                  static_cast<const char*>(a) + a_offset * element, lda, b, ldb,
+                  static_cast<char*>(c) + first * ldc * element, ldc);
+      } else {
+        const int64_t b_offset = transpose_b == CblasNoTrans ? first : first * ldb;
+        blas_call(is_double, transpose_a, transpose_b, m, last - first, k, a, lda,
+                  static_cast<const char*>(b) + b_offset * element, ldb,
+                  static_cast<char*>(c) + first * element, ldc);
+      }
+    }
+  });
 }
 
 void blas_matmul(const Array& a_in, const Array& b_in, const Array& out) {
