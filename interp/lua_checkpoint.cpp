@@ -40,9 +40,14 @@ constexpr uint32_t kFormatVersion = 1;
 // Lua table costs three (Table, Entry, Value): refuse deeper tables on save.
 constexpr int kMaxTableDepth = 30;
 
-uint32_t crc32_of(const std::string& bytes) {
-  return static_cast<uint32_t>(
-      crc32_z(0, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
+// The crc32 of the magic followed by the payload. Starting with the magic
+// makes the checksum of an empty payload non-zero, so a file cut off right
+// before its payload (which proto3 reads as payload "" and checksum 0) does
+// not pass for a checkpoint of an empty table.
+uint32_t payload_checksum(const std::string& payload) {
+  uLong crc = crc32_z(0, reinterpret_cast<const Bytef*>(kMagic), std::strlen(kMagic));
+  crc = crc32_z(crc, reinterpret_cast<const Bytef*>(payload.data()), payload.size());
+  return static_cast<uint32_t>(crc);
 }
 
 proto::DType to_proto(DType dtype) {
@@ -263,7 +268,7 @@ int save(lua_State* L) {
   std::string payload;
   table.SerializeToString(&payload);
   table.Clear();  // the tensor data now lives in payload only
-  file.set_payload_crc32(crc32_of(payload));
+  file.set_payload_crc32(payload_checksum(payload));
   file.set_payload(std::move(payload));
   std::string bytes;
   file.SerializeToString(&bytes);
@@ -397,11 +402,14 @@ int load(lua_State* L) {
     }
   }
   if (file.magic() != kMagic) fail("tensor.load: '{}' is not a lazylua checkpoint", path);
+  if (file.format_version() == 0) {  // proto3 reads a missing field as 0: cut off there
+    fail("tensor.load: '{}' is truncated or corrupted (no format version)", path);
+  }
   if (file.format_version() != kFormatVersion) {
     fail("tensor.load: '{}' has checkpoint format version {}; this lazylua reads version {}",
          path, file.format_version(), kFormatVersion);
   }
-  const uint32_t computed = crc32_of(file.payload());
+  const uint32_t computed = payload_checksum(file.payload());
   if (computed != file.payload_crc32()) {
     fail("tensor.load: '{}' is truncated or corrupted (checksum mismatch: stored {:08x}, "
          "computed {:08x})",
