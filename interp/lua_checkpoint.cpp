@@ -88,10 +88,10 @@ class KeyPath {
  public:
   void push_integer(int64_t key) { parts_.push_back(fmt::format("[{}]", key)); }
   void push_string(const std::string& key) {
-    const bool identifier =
-        !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
-        std::all_of(key.begin(), key.end(),
-                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    const bool identifier = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0])) &&
+                            std::all_of(key.begin(), key.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                            });
     if (!identifier) {
       parts_.push_back(fmt::format("[\"{}\"]", key));
     } else {
@@ -128,8 +128,7 @@ struct Encoder {
       fail("tensor.save: the table at {} contains itself (a cycle cannot be saved)", path.text());
     }
     if (static_cast<int>(open_tables.size()) >= kMaxTableDepth) {
-      fail("tensor.save: tables nested deeper than {} levels (at {})", kMaxTableDepth,
-           path.text());
+      fail("tensor.save: tables nested deeper than {} levels (at {})", kMaxTableDepth, path.text());
     }
     if (!lua_checkstack(L, 8)) fail("tensor.save: Lua stack overflow");
     open_tables.push_back(identity);
@@ -204,9 +203,10 @@ struct Encoder {
       default:
         break;
     }
-    fail("tensor.save: cannot save a {} (at {}); a checkpoint holds tables, numbers, strings, "
-         "booleans and tensors",
-         luaL_typename(L, index), path.text());
+    fail(
+        "tensor.save: cannot save a {} (at {}); a checkpoint holds tables, numbers, strings, "
+        "booleans and tensors",
+        luaL_typename(L, index), path.text());
   }
 
   // Syncs every pending tensor in one go, then copies the data.
@@ -375,8 +375,8 @@ struct Decoder {
     }
     const size_t expected = static_cast<size_t>(count) * dtype_size(*dtype);
     if (message.data().size() != expected) {
-      corrupted(fmt::format("{} bytes of tensor data, expected {}", message.data().size(),
-                            expected));
+      corrupted(
+          fmt::format("{} bytes of tensor data, expected {}", message.data().size(), expected));
     }
     if (*dtype == DType::boolean) {
       for (const char byte : message.data()) {
@@ -397,8 +397,7 @@ int load(lua_State* L) {
     const std::string bytes = read_whole_file(path);
     if (bytes.empty()) fail("tensor.load: '{}' is empty, not a checkpoint", path);
     if (!file.ParseFromString(bytes)) {
-      fail("tensor.load: '{}' is truncated or corrupted (it does not parse as a checkpoint)",
-           path);
+      fail("tensor.load: '{}' is truncated or corrupted (it does not parse as a checkpoint)", path);
     }
   }
   if (file.magic() != kMagic) fail("tensor.load: '{}' is not a lazylua checkpoint", path);
@@ -406,14 +405,15 @@ int load(lua_State* L) {
     fail("tensor.load: '{}' is truncated or corrupted (no format version)", path);
   }
   if (file.format_version() != kFormatVersion) {
-    fail("tensor.load: '{}' has checkpoint format version {}; this lazylua reads version {}",
-         path, file.format_version(), kFormatVersion);
+    fail("tensor.load: '{}' has checkpoint format version {}; this lazylua reads version {}", path,
+         file.format_version(), kFormatVersion);
   }
   const uint32_t computed = payload_checksum(file.payload());
   if (computed != file.payload_crc32()) {
-    fail("tensor.load: '{}' is truncated or corrupted (checksum mismatch: stored {:08x}, "
-         "computed {:08x})",
-         path, file.payload_crc32(), computed);
+    fail(
+        "tensor.load: '{}' is truncated or corrupted (checksum mismatch: stored {:08x}, "
+        "computed {:08x})",
+        path, file.payload_crc32(), computed);
   }
   proto::Table table;
   if (!table.ParseFromString(file.payload())) {

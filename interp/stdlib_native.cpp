@@ -70,7 +70,8 @@ class GzipFile {
         // gzread reports a gzip stream cut short as an error, not an end.
         int code = Z_OK;
         gzerror(file_, &code);
-        if (code != Z_OK) fail("{}: '{}' is corrupted or truncated: {}", function, path_, error_text());
+        if (code != Z_OK)
+          fail("{}: '{}' is corrupted or truncated: {}", function, path_, error_text());
         break;
       }
       total += static_cast<size_t>(count);
@@ -79,8 +80,7 @@ class GzipFile {
   }
 
   void write(const std::string& bytes, const char* function) {
-    if (!bytes.empty() &&
-        gzwrite(file_, bytes.data(), static_cast<unsigned>(bytes.size())) <= 0) {
+    if (!bytes.empty() && gzwrite(file_, bytes.data(), static_cast<unsigned>(bytes.size())) <= 0) {
       fail("{}: cannot write '{}': {}", function, path_, error_text());
     }
   }
@@ -171,8 +171,8 @@ Array read_idx_file(const std::string& path, std::optional<DType> requested) {
     fail("{}: '{}' is truncated: no IDX header", function, path);
   }
   if (header[0] != 0 || header[1] != 0) {
-    fail("{}: '{}' is not an IDX file (bad magic number {:02x}{:02x}{:02x}{:02x})", function,
-         path, header[0], header[1], header[2], header[3]);
+    fail("{}: '{}' is not an IDX file (bad magic number {:02x}{:02x}{:02x}{:02x})", function, path,
+         header[0], header[1], header[2], header[3]);
   }
   const IdxType* type = nullptr;
   for (const IdxType& candidate : kIdxTypes) {
@@ -194,7 +194,7 @@ Array read_idx_file(const std::string& path, std::optional<DType> requested) {
     shape.push_back((int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3]);
   }
   const int64_t count = checked_numel(shape, function);
-  const DType dtype = requested.value_or(type->is_integer              ? DType::i64
+  const DType dtype = requested.value_or(type->is_integer     ? DType::i64
                                          : type->code == 0x0D ? DType::f32
                                                               : DType::f64);
   Array out = Array::empty(shape, dtype, function);
@@ -311,8 +311,8 @@ int read_csv(lua_State* L) {
       first_data_line = line_number;
     }
     if (static_cast<int64_t>(fields.size()) != columns) {
-      fail("{}: '{}' line {}: {} values, expected {} (as in line {})", function, path,
-           line_number, fields.size(), columns, first_data_line);
+      fail("{}: '{}' line {}: {} values, expected {} (as in line {})", function, path, line_number,
+           fields.size(), columns, first_data_line);
     }
     for (size_t column = 0; column < fields.size(); column++) {
       const std::optional<double> value = parse_number(fields[column]);
@@ -371,9 +371,8 @@ int take_rows(lua_State* L) {
     if (first < 0 || count < 0 || first + count > rows) fail("{}: rows out of range", function);
     for (int64_t i = 0; i < count; i++) picks[i] = first + i;
   } else {
-    const Array index =
-        ops::cast(contiguous(observe(check_tensor(L, 2, function), SyncCause::host_read)),
-                  DType::i64);
+    const Array index = ops::cast(
+        contiguous(observe(check_tensor(L, 2, function), SyncCause::host_read)), DType::i64);
     if (first < 0 || count < 0 || first + count > index.numel()) {
       fail("{}: index positions out of range", function);
     }
@@ -386,8 +385,8 @@ int take_rows(lua_State* L) {
   Shape shape = source.shape;
   shape[0] = count;
   Array out = Array::empty(shape, source.dtype, function);
-  const size_t row_bytes = static_cast<size_t>(numel(shape) / std::max<int64_t>(count, 1)) *
-                           dtype_size(source.dtype);
+  const size_t row_bytes =
+      static_cast<size_t>(numel(shape) / std::max<int64_t>(count, 1)) * dtype_size(source.dtype);
   char* target = static_cast<char*>(out.raw_data());
   const bool rows_contiguous = source.is_contiguous();
   for (int64_t i = 0; i < count; i++) {
