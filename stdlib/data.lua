@@ -30,13 +30,25 @@ local function check_options(opts, function_name, allowed)
   return opts
 end
 
+-- Calls a native reader; its errors are raised again at the caller of the
+-- data function (level 3), so messages point at the user's line rather
+-- than at this file.
+local function call_native(reader, ...)
+  local results = table.pack(pcall(reader, ...))
+  if not results[1] then
+    error((tostring(results[2]):gsub("^stdlib/data%.lua:%d+: ", "")), 3)
+  end
+  return table.unpack(results, 2, results.n)
+end
+
 -- The tensor in an IDX file (MNIST's format), gzip-compressed or not.
 -- Integer element types give i64 and float types f32/f64, unless
 -- opts.dtype asks for another dtype (converted while reading: {dtype =
 -- "f32"} loads 8-bit images straight into floats).
 function data.read_idx(path, opts)
   opts = check_options(opts, "data.read_idx", {dtype = true})
-  return native.read_idx(path, opts.dtype)
+  local result = call_native(native.read_idx, path, opts.dtype)  -- not a tail call: level 3
+  return result
 end
 
 -- A CSV file of numbers as a 2-D tensor (rows x columns), plus the column
@@ -45,7 +57,9 @@ end
 -- row of another width is an error naming the line and column.
 function data.read_csv(path, opts)
   opts = check_options(opts, "data.read_csv", {header = true, delimiter = true, dtype = true})
-  return native.read_csv(path, opts.delimiter or ",", opts.header or false, opts.dtype)
+  local values, names = call_native(native.read_csv, path, opts.delimiter or ",",
+                                    opts.header or false, opts.dtype)
+  return values, names
 end
 
 -- splitmix64: a small generator with its own state, so that a loader's
