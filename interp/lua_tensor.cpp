@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "interp/embedded_stdlib.h"
+#include "interp/lua_checkpoint.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/tensor_format.h"
 #include "tensor/allocator.h"
@@ -301,7 +303,9 @@ int open_tensor_module(lua_State* L) {
   binding::register_factories(L);
   binding::register_lazy_functions(L);
   binding::register_autograd_functions(L);
+  binding::register_checkpoint_functions(L);
   lua_pop(L, 1);
+  install_stdlib_searcher(L);  // require "nn", "data", ... (stdlib/, built in)
 
   luaL_newmetatable(L, kTensorMetatableName);
   lua_pushvalue(L, -1);

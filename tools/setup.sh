@@ -10,6 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libopenblas-dev
   libgtest-dev
+  zlib1g-dev libxml2-utils
 )
 
 missing=()

@@ -1,0 +1,84 @@
+// embedded_stdlib.cpp - `require` for the stdlib modules built into the
+// library (DESIGN.md §2): a searcher in package.searchers.
+#include "interp/embedded_stdlib.h"
+
+#include <lua.hpp>
+
+#include <cstring>
+
+#include "interp/stdlib_native.h"
+
+namespace lazylua {
+namespace {
+
+// The loader require calls: runs the chunk with the module name and the
+// "file" name as arguments, as Lua's own file searchers do.
+int load_native_module(lua_State* L) {
+  return open_stdlib_native(L);
+}
+
+// package.searchers entry: (name) -> loader, where | "message". Plain C
+// style (no C++ object lives across a Lua error): a syntax error in an
+// embedded file is raised like Lua's own "error loading module" error.
+int search_embedded(lua_State* L) {
+  const char* name = luaL_checkstring(L, 1);
+  if (std::strcmp(name, kStdlibNativeModule) == 0) {
+    lua_pushcfunction(L, load_native_module);
+    lua_pushliteral(L, ":embedded:");
+    return 2;
+  }
+  const EmbeddedModule* module = find_embedded_module(name);
+  if (!module) {
+    lua_pushfstring(L, "no embedded stdlib module '%s'", name);
+    return 1;
+  }
+  if (luaL_loadbufferx(L, module->source, module->size, module->chunk_name, "t") != LUA_OK) {
+    return luaL_error(L, "error loading module '%s' from embedded file '%s':\n\t%s", name,
+                      module->chunk_name + 1, lua_tostring(L, -1));
+  }
+  lua_pushstring(L, module->chunk_name + 1);  // "stdlib/nn.lua", without the '@'
+  return 2;
+}
+
+}  // namespace
+
+const EmbeddedModule* find_embedded_module(const char* name) {
+  for (const EmbeddedModule* module = kEmbeddedModules; module->name; module++) {
+    if (std::strcmp(module->name, name) == 0) return module;
+  }
+  return nullptr;
+}
+
+void install_stdlib_searcher(lua_State* L) {
+  lua_getglobal(L, "package");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_getfield(L, -1, "searchers");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 2);
+    return;
+  }
+  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, -1));
+  // A second open of the tensor module in the same state adds nothing.
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, -1, i);
+    const bool ours = lua_tocfunction(L, -1) == search_embedded;
+    lua_pop(L, 1);
+    if (ours) {
+      lua_pop(L, 2);
+      return;
+    }
+  }
+  // Shift searchers 2..n up by one and put ours at 2 (1 is the preload one).
+  for (lua_Integer i = count; i >= 2; i--) {
+    lua_rawgeti(L, -1, i);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_pushcfunction(L, search_embedded);
+  lua_rawseti(L, -2, count >= 1 ? 2 : 1);
+  lua_pop(L, 2);
+}
+
+}  // namespace lazylua

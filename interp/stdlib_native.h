@@ -1,0 +1,16 @@
+// stdlib_native.h - the native helpers of the embedded stdlib (data and
+// progress): file readers, an eager row gather, terminal queries, a clock.
+#pragma once
+
+struct lua_State;
+
+namespace lazylua {
+
+// require name of the native module; stdlib/data.lua and stdlib/progress.lua
+// load it. Not a public API: its functions take plain positional arguments.
+constexpr const char* kStdlibNativeModule = "stdlib.native";
+
+// Pushes the module table.
+int open_stdlib_native(lua_State* L);
+
+}  // namespace lazylua

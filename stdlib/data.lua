@@ -1,0 +1,198 @@
+-- data.lua - datasets for training: IDX and CSV readers, and a DataLoader
+-- that cuts tensors into (shuffled) batches with a progress display.
+--
+--   local data = require "data"
+--   local images = data.read_idx("train-images-idx3-ubyte.gz", {dtype = "f32"}) / 255
+--   local labels = data.read_idx("train-labels-idx1-ubyte.gz") + 1   -- i64, 1-based classes
+--   local loader = data.DataLoader({images, labels}, {batch_size = 128, shuffle = true, seed = 1})
+--   for epoch = 1, 3 do
+--     for x, y in loader:iter() do
+--       local loss = step(x, y)
+--       loader:set_postfix{loss = loss}
+--     end
+--   end
+local native = require "stdlib.native"
+local progress = require "progress"
+local tensor = require "tensor"
+
+local data = {}
+
+local function check_options(opts, function_name, allowed)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then
+    error(string.format("%s: options must be a table, got %s", function_name, type(opts)), 3)
+  end
+  for key in pairs(opts) do
+    if not allowed[key] then
+      error(string.format("%s: unknown option '%s'", function_name, tostring(key)), 3)
+    end
+  end
+  return opts
+end
+
+-- Calls a native reader; its errors are raised again at the caller of the
+-- data function (level 3), so messages point at the user's line rather
+-- than at this file.
+local function call_native(reader, ...)
+  local results = table.pack(pcall(reader, ...))
+  if not results[1] then
+    error((tostring(results[2]):gsub("^stdlib/data%.lua:%d+: ", "")), 3)
+  end
+  return table.unpack(results, 2, results.n)
+end
+
+-- The tensor in an IDX file (MNIST's format), gzip-compressed or not.
+-- Integer element types give i64 and float types f32/f64, unless
+-- opts.dtype asks for another dtype (converted while reading: {dtype =
+-- "f32"} loads 8-bit images straight into floats).
+function data.read_idx(path, opts)
+  opts = check_options(opts, "data.read_idx", {dtype = true})
+  local result = call_native(native.read_idx, path, opts.dtype)  -- not a tail call: level 3
+  return result
+end
+
+-- A CSV file of numbers as a 2-D tensor (rows x columns), plus the column
+-- names when opts.header is true. opts: header (false), delimiter (","),
+-- dtype ("f32"). Blank lines are skipped; a value that is not a number or a
+-- row of another width is an error naming the line and column.
+function data.read_csv(path, opts)
+  opts = check_options(opts, "data.read_csv", {header = true, delimiter = true, dtype = true})
+  local values, names = call_native(native.read_csv, path, opts.delimiter or ",",
+                                    opts.header or false, opts.dtype)
+  return values, names
+end
+
+-- splitmix64: a small generator with its own state, so that a loader's
+-- shuffle never disturbs (nor depends on) tensor.manual_seed's stream.
+local function splitmix64(state)
+  return function()
+    state = state + 0x9E3779B97F4A7C15
+    local z = state
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    return z ~ (z >> 31)
+  end
+end
+
+-- A permutation of 1..n (Fisher-Yates) as an i64 tensor.
+local function seeded_permutation(n, seed)
+  local next_random = splitmix64(seed)
+  local order = {}
+  for i = 1, n do order[i] = i end
+  for i = n, 2, -1 do
+    local j = (next_random() >> 11) % i + 1
+    order[i], order[j] = order[j], order[i]
+  end
+  return tensor.new(order, {dtype = "i64"})
+end
+
+local DataLoader = {}
+DataLoader.__index = DataLoader
+
+-- dataset: a list of tensors sharing their first extent (or one tensor).
+-- opts: batch_size (1), shuffle (false), seed (shuffle reproducibly: epoch e
+-- uses seed and e; without it the order comes from tensor.randperm, which
+-- tensor.manual_seed controls), drop_last (false), progress (true: shown
+-- unless LAZYLUA_PROGRESS=0), description (progress label; default
+-- "epoch N"), progress_options (passed to progress.new).
+function data.DataLoader(dataset, opts)
+  opts = check_options(opts, "data.DataLoader", {
+    batch_size = true, shuffle = true, seed = true, drop_last = true,
+    progress = true, description = true, progress_options = true,
+  })
+  if tensor.is_tensor(dataset) then dataset = {dataset} end
+  if type(dataset) ~= "table" or #dataset == 0 then
+    error("data.DataLoader: expected a list of tensors (e.g. {images, labels})", 2)
+  end
+  local rows
+  for i, t in ipairs(dataset) do
+    if not tensor.is_tensor(t) then
+      error(string.format("data.DataLoader: dataset[%d] is a %s, not a tensor", i, type(t)), 2)
+    end
+    if t:dim() == 0 then
+      error(string.format("data.DataLoader: dataset[%d] is a 0-d tensor (it has no rows)", i), 2)
+    end
+    if rows and t:size(1) ~= rows then
+      error(string.format("data.DataLoader: dataset[%d] has %d rows, dataset[1] has %d", i,
+                          t:size(1), rows), 2)
+    end
+    rows = t:size(1)
+  end
+  local batch_size = opts.batch_size or 1
+  if math.type(batch_size) ~= "integer" or batch_size < 1 then
+    error("data.DataLoader: batch_size must be a positive integer", 2)
+  end
+  if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
+    error("data.DataLoader: seed must be an integer", 2)
+  end
+  return setmetatable({
+    tensors = dataset,
+    rows = rows,
+    batch_size = batch_size,
+    shuffle = opts.shuffle or false,
+    seed = opts.seed,
+    drop_last = opts.drop_last or false,
+    show_progress = opts.progress ~= false,
+    description = opts.description,
+    progress_options = opts.progress_options or {},
+    epoch = 0,
+  }, DataLoader)
+end
+
+-- Number of batches per epoch.
+function DataLoader:__len()
+  if self.drop_last then return self.rows // self.batch_size end
+  return (self.rows + self.batch_size - 1) // self.batch_size
+end
+
+-- One epoch: `for x, y in loader:iter() do ... end` yields one batch per
+-- step, a tensor per dataset tensor, in dataset order. Each call starts a
+-- new epoch (with a new order when shuffling). Batches are plain data
+-- (gathered eagerly), so they enter a step's graph as inputs.
+function DataLoader:iter()
+  self.epoch = self.epoch + 1
+  local order
+  if self.shuffle then
+    if self.seed then
+      -- distinct, reproducible streams per (seed, epoch)
+      order = seeded_permutation(self.rows, self.seed * 1000003 + self.epoch)
+    else
+      order = tensor.randperm(self.rows)
+    end
+  end
+  local batches = #self
+  local bar
+  if self.show_progress then
+    local bar_options = {}
+    for key, value in pairs(self.progress_options) do bar_options[key] = value end
+    bar_options.description = bar_options.description or self.description or ("epoch " .. self.epoch)
+    bar = progress.new(batches, bar_options)
+  end
+  self.bar = bar
+  local batch = 0
+  local function next_batch()
+    if batch > 0 and bar then bar:update(1) end  -- the previous batch's step is done
+    if batch >= batches then
+      if bar then bar:close() end
+      return nil
+    end
+    batch = batch + 1
+    local first = (batch - 1) * self.batch_size + 1
+    local count = math.min(self.batch_size, self.rows - first + 1)
+    local out = {}
+    for i, t in ipairs(self.tensors) do out[i] = native.take_rows(t, order, first, count) end
+    return table.unpack(out, 1, #self.tensors)
+  end
+  -- The 4th value is closed when the loop ends, also by break or error: the
+  -- progress line is finished either way.
+  local closer = setmetatable({}, {__close = function() if bar then bar:close() end end})
+  return next_batch, nil, nil, closer
+end
+
+-- Caller-supplied fields for the progress line, e.g. {loss = loss}. Values
+-- may be lazy tensors: they are read only when the line is drawn.
+function DataLoader:set_postfix(fields)
+  if self.bar then self.bar:set_postfix(fields) end
+end
+
+return data
