@@ -255,7 +255,7 @@ class Interpreter {
   // Makes `function` the global `name`. The Interpreter must stay where it
   // is (not moved) while Lua may call it.
   void register_function(const std::string& name, Function function) {
-    functions_.push_back(std::make_unique<Registered>(Registered{this, std::move(function)}));
+    functions_.push_back(std::make_unique<Registered>(Registered{this, std::move(function), {}}));
     check(lazylua_register_function(interpreter_, name.c_str(), &Interpreter::trampoline,
                                     functions_.back().get()));
   }
