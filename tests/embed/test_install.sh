@@ -23,6 +23,12 @@ ls "$prefix"/lib/liblazylua.so* > /dev/null || fail "liblazylua.so not installed
 grep '#include "' "$prefix/include/lazylua.h" "$prefix/include/lazylua.hpp" |
   grep -v '#include "lazylua.h"' && fail "public headers include internal headers"
 
+# The README's example is this very file.
+sed -n '/^## Embedding/,/^## Layout/p' "$source/README.md" | sed -n '/^```c$/,/^```$/p' |
+  sed '1d;$d' > "$work/readme_example.c"
+diff -u "$source/tests/embed/host_example.c" "$work/readme_example.c" ||
+  fail "README.md's Embedding example differs from tests/embed/host_example.c"
+
 # Expected by hand: x = {{1, 2, 3}, {4, -5, 6}}, weights = {{1, 0}, {0, 1}, {1, 1}}:
 # x @ weights = {{4, 5}, {10, 1}}; - 2 = {{2, 3}, {8, -1}}; relu = {{2, 3}, {8, 0}}.
 expected_c="2 3 8 0"
