@@ -120,7 +120,8 @@ lazylua_status lazylua_run_file(lazylua_interpreter* interpreter, const char* pa
 
 /* Stops the Lua code running in `interpreter` (at its next instruction): the
  * running call returns LAZYLUA_ERROR_INTERRUPTED and the interpreter stays
- * usable. Does nothing if no call is running. Callable from any thread. A
+ * usable. Does nothing if no call is running. Callable from any thread
+ * (but not after or during lazylua_close of the interpreter). A
  * chunk busy inside one long C function (a big matrix product) stops when
  * that returns; code running inside a coroutine stops when it yields or
  * returns to the main coroutine. It uses Lua's hook: a hook the script set
