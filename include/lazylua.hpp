@@ -64,7 +64,8 @@ class Tensor {
   Tensor() = default;
   Tensor(lazylua_interpreter* owner, lazylua_tensor* handle) : owner_(owner), handle_(handle) {}
   Tensor(const Tensor& other)
-      : owner_(other.owner_), handle_(other.handle_ ? lazylua_tensor_retain(other.handle_) : nullptr) {}
+      : owner_(other.owner_),
+        handle_(other.handle_ ? lazylua_tensor_retain(other.handle_) : nullptr) {}
   Tensor(Tensor&& other) noexcept
       : owner_(other.owner_), handle_(std::exchange(other.handle_, nullptr)) {}
   Tensor& operator=(Tensor other) noexcept {
@@ -89,8 +90,8 @@ class Tensor {
   template <typename T>
   std::vector<T> read() const {
     std::vector<T> values(static_cast<size_t>(numel()));
-    const lazylua_status status =
-        lazylua_tensor_read(owner_, handle_, dtype_of<T>(), values.data(), values.size() * sizeof(T));
+    const lazylua_status status = lazylua_tensor_read(owner_, handle_, dtype_of<T>(), values.data(),
+                                                      values.size() * sizeof(T));
     if (status != LAZYLUA_OK) throw Error(status, lazylua_error_message(owner_));
     return values;
   }
@@ -105,20 +106,21 @@ class Value {
  public:
   using Data = std::variant<std::monostate, bool, long long, double, std::string, Tensor>;
   Value() = default;
-  Value(bool boolean) : data_(boolean) {}                        // NOLINT: implicit by design
+  Value(bool boolean) : data_(boolean) {}                         // NOLINT: implicit by design
   Value(int integer) : data_(static_cast<long long>(integer)) {}  // NOLINT
-  Value(long long integer) : data_(integer) {}                   // NOLINT
-  Value(double number) : data_(number) {}                        // NOLINT
-  Value(const char* text) : data_(std::string(text)) {}          // NOLINT
-  Value(std::string text) : data_(std::move(text)) {}            // NOLINT
-  Value(Tensor tensor) : data_(std::move(tensor)) {}             // NOLINT
+  Value(long long integer) : data_(integer) {}                    // NOLINT
+  Value(double number) : data_(number) {}                         // NOLINT
+  Value(const char* text) : data_(std::string(text)) {}           // NOLINT
+  Value(std::string text) : data_(std::move(text)) {}             // NOLINT
+  Value(Tensor tensor) : data_(std::move(tensor)) {}              // NOLINT
 
   bool is_nil() const { return data_.index() == 0; }
   bool boolean() const { return std::get<bool>(data_); }
   long long integer() const { return std::get<long long>(data_); }
   // A number, also from an integer.
   double number() const {
-    if (auto* integer_value = std::get_if<long long>(&data_)) return static_cast<double>(*integer_value);
+    if (auto* integer_value = std::get_if<long long>(&data_))
+      return static_cast<double>(*integer_value);
     return std::get<double>(data_);
   }
   const std::string& string() const { return std::get<std::string>(data_); }
@@ -214,7 +216,8 @@ class Interpreter {
     check(lazylua_call(interpreter_, function.c_str(), c_arguments.data(),
                        static_cast<int>(c_arguments.size()), c_results.data(), result_count));
     std::vector<Value> results;
-    for (const lazylua_value& result : c_results) results.push_back(Value::from_c(interpreter_, result));
+    for (const lazylua_value& result : c_results)
+      results.push_back(Value::from_c(interpreter_, result));
     return results;
   }
 

@@ -253,8 +253,7 @@ const char* check_values(const lazylua_interpreter* interpreter, const lazylua_v
 }
 
 // Moves `count` values from the top of the stack into `results`.
-lazylua_status take_results(lazylua_interpreter* interpreter, lazylua_value* results,
-                            int count) {
+lazylua_status take_results(lazylua_interpreter* interpreter, lazylua_value* results, int count) {
   lua_State* L = interpreter->L;
   const int first = lua_gettop(L) - count + 1;
   for (int i = 0; i < count; i++) {
@@ -479,8 +478,9 @@ lazylua_status lazylua_run_string(lazylua_interpreter* interpreter, const char* 
   CallScope scope(interpreter);
   if (!lua_checkstack(L, 3)) return scope.finish(LUA_ERRMEM);
   lua_pushcfunction(L, embed::add_traceback);
-  int status = luaL_loadbufferx(L, source, std::strlen(source), chunk_name ? chunk_name : "=(string)",
-                                interpreter->sandbox ? "t" : nullptr);
+  int status =
+      luaL_loadbufferx(L, source, std::strlen(source), chunk_name ? chunk_name : "=(string)",
+                       interpreter->sandbox ? "t" : nullptr);
   if (status == LUA_OK) status = lua_pcall(L, 0, 0, -2);
   return scope.finish(status);
 }

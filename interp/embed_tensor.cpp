@@ -97,8 +97,7 @@ void push_value(lua_State* L, const lazylua_value& value) {
       lua_pushnumber(L, value.as.number);
       break;
     case LAZYLUA_TYPE_STRING:
-      lua_pushlstring(L, value.as.string.data ? value.as.string.data : "",
-                      value.as.string.length);
+      lua_pushlstring(L, value.as.string.data ? value.as.string.data : "", value.as.string.length);
       break;
     case LAZYLUA_TYPE_TENSOR:
       push_tensor(L, value.as.tensor->tensor);
@@ -111,8 +110,8 @@ void push_value(lua_State* L, const lazylua_value& value) {
 bool keep_string(lazylua_interpreter* interpreter, lazylua_value* value) {
   if (value->type != LAZYLUA_TYPE_STRING) return true;
   try {
-    const std::string& kept = interpreter->result_strings.emplace_back(
-        value->as.string.data, value->as.string.length);
+    const std::string& kept =
+        interpreter->result_strings.emplace_back(value->as.string.data, value->as.string.length);
     value->as.string.data = kept.c_str();
     return true;
   } catch (...) {
@@ -164,8 +163,8 @@ lazylua_dtype to_host_dtype(DType dtype) {
 }
 
 // Validates a host array description; returns an error message or nullptr.
-const char* check_array(lazylua_dtype host_dtype, const void* data, const int64_t* shape,
-                        int rank, DType* dtype, Shape* dims) {
+const char* check_array(lazylua_dtype host_dtype, const void* data, const int64_t* shape, int rank,
+                        DType* dtype, Shape* dims) {
   if (!to_dtype(host_dtype, dtype)) return "unknown dtype";
   if (rank < 0 || rank > kMaxDims) return "rank must be between 0 and 8";
   if (rank > 0 && !shape) return "null shape";
@@ -258,8 +257,8 @@ struct ReadTensor {
 
 void read_tensor_work(lua_State* /*L*/, void* raw) {
   auto* read = static_cast<ReadTensor*>(raw);
-  const Array values = contiguous(ops::cast(observe(read->tensor, SyncCause::host_read),
-                                            read->dtype));
+  const Array values =
+      contiguous(ops::cast(observe(read->tensor, SyncCause::host_read), read->dtype));
   const size_t bytes = static_cast<size_t>(values.numel()) * dtype_size(read->dtype);
   if (bytes > read->out_bytes) {
     fail("tensor_read: the tensor needs {} bytes, the buffer has {}", bytes, read->out_bytes);

@@ -13,9 +13,10 @@ Buffer::Buffer(size_t nbytes) : data_(nullptr), nbytes_(nbytes) {
   MemoryBudget* budget = current_memory_budget();
   if (budget) {
     if (!budget->try_charge(static_cast<int64_t>(nbytes))) {
-      fail("not enough memory: a tensor of {} bytes exceeds the interpreter's memory limit of {} "
-           "bytes",
-           nbytes, budget->limit());
+      fail(
+          "not enough memory: a tensor of {} bytes exceeds the interpreter's memory limit of {} "
+          "bytes",
+          nbytes, budget->limit());
     }
     budget_ = budget;
   }

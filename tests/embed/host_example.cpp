@@ -12,9 +12,7 @@ int main() {
                                            const std::vector<lazylua::api::Value>& arguments) {
       return std::vector<lazylua::api::Value>{arguments.at(0).number() * 10};
     });
-    lua.run(
-        "function predict(x) return (x * host_scale(0.5) + 1):sum(1) end",
-        "=model");
+    lua.run("function predict(x) return (x * host_scale(0.5) + 1):sum(1) end", "=model");
     std::vector<double> input = {1, 2, 3, 4};  // 2x2
     lazylua::api::Tensor x = lua.tensor_from(input.data(), {2, 2});
     std::vector<double> output = lua.call("predict", {x})[0].tensor().read<double>();

@@ -78,9 +78,9 @@ TEST_F(EmbedTest, FeedsHostBufferAndReadsTensorBack) {
   EXPECT_EQ(output[3], 12.5);
   // Read as another dtype: converted.
   int32_t as_integers[4];
-  ASSERT_EQ(lazylua_tensor_read(lua, result.as.tensor, LAZYLUA_I32, as_integers,
-                                sizeof as_integers),
-            LAZYLUA_OK);
+  ASSERT_EQ(
+      lazylua_tensor_read(lua, result.as.tensor, LAZYLUA_I32, as_integers, sizeof as_integers),
+      LAZYLUA_OK);
   EXPECT_EQ(as_integers[3], 12);
   lazylua_tensor_free(result.as.tensor);
   lazylua_tensor_free(x);
@@ -150,8 +150,8 @@ int host_add(lazylua_interpreter* lua, void* user_data, const lazylua_value* arg
 
 // A host function that gets a tensor, reads it (a sync inside a call) and
 // returns a new tensor made from a host buffer.
-int host_double(lazylua_interpreter* lua, void*, const lazylua_value* arguments,
-                int argument_count, lazylua_value* results, int) {
+int host_double(lazylua_interpreter* lua, void*, const lazylua_value* arguments, int argument_count,
+                lazylua_value* results, int) {
   if (argument_count != 1 || arguments[0].type != LAZYLUA_TYPE_TENSOR) {
     return lazylua_raise(lua, "host_double wants a tensor");
   }
@@ -211,9 +211,9 @@ TEST_F(EmbedTest, SandboxDeniesFilesProcessesAndCModules) {
   // No C modules and no Lua files through require.
   EXPECT_EQ(lazylua_run_string(sandboxed, "require 'lfs'", nullptr), LAZYLUA_ERROR_RUNTIME);
   // Bytecode is refused (it can crash the VM).
-  EXPECT_EQ(number(sandboxed,
-                   "select(2, load(string.dump(function() end))):find('binary') and 1 or 0"),
-            1.0);
+  EXPECT_EQ(
+      number(sandboxed, "select(2, load(string.dump(function() end))):find('binary') and 1 or 0"),
+      1.0);
 
   // The same script is allowed without the sandbox.
   lazylua_interpreter* open_interpreter = open();
@@ -297,8 +297,7 @@ TEST_F(EmbedTest, InterpretersDoNotSeeEachOthersGlobalsOrTensors) {
   float out[3];
   EXPECT_EQ(lazylua_tensor_read(second, value.as.tensor, LAZYLUA_F32, out, sizeof out),
             LAZYLUA_ERROR_ARGUMENT);
-  ASSERT_EQ(lazylua_tensor_read(first, value.as.tensor, LAZYLUA_F32, out, sizeof out),
-            LAZYLUA_OK);
+  ASSERT_EQ(lazylua_tensor_read(first, value.as.tensor, LAZYLUA_F32, out, sizeof out), LAZYLUA_OK);
   EXPECT_EQ(out[2], 7.0f);
 
   // Both run at once on two threads, each with its own results.
@@ -307,11 +306,12 @@ TEST_F(EmbedTest, InterpretersDoNotSeeEachOthersGlobalsOrTensors) {
   lazylua_interpreter* both[2] = {first, second};
   for (int i = 0; i < 2; i++) {
     threads[i] = std::thread([&, i] {
-      const std::string chunk = "local acc = tensor.zeros(64)\n"
-                                "for step = 1, 200 do acc:add_(" +
-                                std::to_string(i + 1) +
-                                ") tensor.mark_step() end\n"
-                                "total = acc:sum():item()";
+      const std::string chunk =
+          "local acc = tensor.zeros(64)\n"
+          "for step = 1, 200 do acc:add_(" +
+          std::to_string(i + 1) +
+          ") tensor.mark_step() end\n"
+          "total = acc:sum():item()";
       if (lazylua_run_string(both[i], chunk.c_str(), nullptr) != LAZYLUA_OK) return;
       lazylua_value total;
       if (lazylua_get_global(both[i], "total", &total) == LAZYLUA_OK) {
@@ -362,8 +362,8 @@ TEST_F(EmbedTest, ZeroCopyBufferIsReleasedExactlyOnceWhenCollected) {
   ASSERT_EQ(lazylua_open(nullptr, &other), LAZYLUA_OK);
   ReleaseCounter at_close;
   lazylua_tensor* held = nullptr;
-  ASSERT_EQ(lazylua_tensor_wrap_buffer(other, LAZYLUA_F32, memory.data(), shape, 1,
-                                       count_release, &at_close, &held),
+  ASSERT_EQ(lazylua_tensor_wrap_buffer(other, LAZYLUA_F32, memory.data(), shape, 1, count_release,
+                                       &at_close, &held),
             LAZYLUA_OK);
   const lazylua_value held_value = lazylua_tensor_value(held);
   ASSERT_EQ(lazylua_set_global(other, "kept", &held_value), LAZYLUA_OK);
@@ -375,8 +375,8 @@ TEST_F(EmbedTest, ZeroCopyBufferIsReleasedExactlyOnceWhenCollected) {
   // Bad arguments still release the buffer (the host gave it away).
   ReleaseCounter refused;
   const int64_t negative[1] = {-1};
-  EXPECT_EQ(lazylua_tensor_wrap_buffer(lua, LAZYLUA_F32, memory.data(), negative, 1,
-                                       count_release, &refused, &held),
+  EXPECT_EQ(lazylua_tensor_wrap_buffer(lua, LAZYLUA_F32, memory.data(), negative, 1, count_release,
+                                       &refused, &held),
             LAZYLUA_ERROR_ARGUMENT);
   EXPECT_EQ(refused.calls, 1);
 }
@@ -393,8 +393,7 @@ TEST_F(EmbedTest, BadInputsGiveErrorStatusesNotCrashes) {
   EXPECT_EQ(lazylua_run_string(lua, nullptr, nullptr), LAZYLUA_ERROR_ARGUMENT);
   EXPECT_EQ(lazylua_run_file(lua, nullptr), LAZYLUA_ERROR_ARGUMENT);
   EXPECT_EQ(lazylua_call(lua, nullptr, nullptr, 0, nullptr, 0), LAZYLUA_ERROR_ARGUMENT);
-  EXPECT_EQ(lazylua_call(lua, "no_such_function", nullptr, 0, nullptr, 0),
-            LAZYLUA_ERROR_ARGUMENT);
+  EXPECT_EQ(lazylua_call(lua, "no_such_function", nullptr, 0, nullptr, 0), LAZYLUA_ERROR_ARGUMENT);
   EXPECT_NE(message(lua).find("no_such_function"), std::string::npos);
   EXPECT_EQ(lazylua_call(lua, "string.nope.deeper", nullptr, 0, nullptr, 0),
             LAZYLUA_ERROR_ARGUMENT);
@@ -416,9 +415,9 @@ TEST_F(EmbedTest, BadInputsGiveErrorStatusesNotCrashes) {
             LAZYLUA_ERROR_ARGUMENT);
   EXPECT_EQ(lazylua_tensor_from_buffer(lua, LAZYLUA_F32, nullptr, shape, 1, &tensor),
             LAZYLUA_ERROR_ARGUMENT);
-  EXPECT_EQ(lazylua_tensor_from_buffer(lua, static_cast<lazylua_dtype>(42), data, shape, 1,
-                                       &tensor),
-            LAZYLUA_ERROR_ARGUMENT);
+  EXPECT_EQ(
+      lazylua_tensor_from_buffer(lua, static_cast<lazylua_dtype>(42), data, shape, 1, &tensor),
+      LAZYLUA_ERROR_ARGUMENT);
   EXPECT_EQ(lazylua_tensor_from_buffer(lua, LAZYLUA_F32, data, nullptr, 1, &tensor),
             LAZYLUA_ERROR_ARGUMENT);
   EXPECT_EQ(lazylua_tensor_from_buffer(lua, LAZYLUA_F32, data, shape, 9, &tensor),
