@@ -81,7 +81,8 @@ local file = assert(io.open(path, "w"))
 file:write(torch_script)
 file:close()
 local nthreads = threads or tonumber(io.popen("nproc"):read("*l")) or 1
-local pipe = io.popen(string.format("OMP_WAIT_POLICY=passive python3 %s %d %d 2>/dev/null", path,
+local python = io.open("/usr/bin/python3") and "/usr/bin/python3" or "python3"
+local pipe = io.popen(string.format("OMP_WAIT_POLICY=passive %s %s %d %d 2>/dev/null", python, path,
   nthreads, steps))
 local torch_rate = tonumber(pipe:read("*a"):match("[%d%.]+") or "")
 pipe:close()

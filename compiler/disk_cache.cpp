@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <map>
 
 #include "compiler/cache_entry.pb.h"
 
@@ -83,6 +84,15 @@ DiskCache& DiskCache::instance() {
   // Must not call toolchain(): toolchain() asks for this cache's directory.
   // Never destroyed: the compile thread may still be using it at exit.
   static DiskCache* cache = new DiskCache(default_cache_directory());
+  return *cache;
+}
+
+DiskCache& DiskCache::for_directory(const std::string& directory) {
+  static std::mutex mutex;
+  static auto* caches = new std::map<std::string, DiskCache*>;
+  std::lock_guard lock(mutex);
+  DiskCache*& cache = (*caches)[directory];
+  if (!cache) cache = new DiskCache(directory);
   return *cache;
 }
 

@@ -46,6 +46,9 @@ class DiskCache {
  public:
   // The process's cache, in default_cache_directory(). Thread-safe.
   static DiskCache& instance();
+  // The process's cache in `directory` (made on first use, never destroyed,
+  // like instance()): an embedding host may give each interpreter its own.
+  static DiskCache& for_directory(const std::string& directory);
 
   // A cache in `directory`, created (mkdir -p, mode 0700) if missing; ""
   // gives a disabled cache. Tests make their own; everyone else uses instance().

@@ -46,7 +46,8 @@ struct CompiledProgram {
 // Builds `entry` from `program`: passes, fusion and codegen, then the disk
 // cache or the C compiler. Runs on the compile thread or, in sync mode, the
 // caller's.
-void build(CompiledProgram& entry, uint64_t key, const Program& program, int debug_level) {
+void build(CompiledProgram& entry, uint64_t key, const Program& program, int debug_level,
+           DiskCache& cache) {
   const auto start = std::chrono::steady_clock::now();
   // Looking for the C compiler costs milliseconds, so it happens here, on
   // the first build, not when an interpreter starts.
@@ -65,7 +66,6 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
       // a lazylua with other passes or codegen never loads a stale object.
       const uint64_t disk_key =
           hash_mix(key, fnv1a_64(entry.plan.source.data(), entry.plan.source.size()));
-      DiskCache& cache = DiskCache::instance();
       entry.library = cache.load(disk_key);
       entry.from_disk = static_cast<bool>(entry.library);
       if (!entry.library) {
@@ -102,10 +102,10 @@ class CompileThread {
   }
 
   void submit(std::shared_ptr<CompiledProgram> entry, uint64_t key, Program program,
-              int debug_level) {
+              int debug_level, DiskCache* cache) {
     {
       std::lock_guard lock(mutex_);
-      jobs_.push_back({std::move(entry), key, std::move(program), debug_level});
+      jobs_.push_back({std::move(entry), key, std::move(program), debug_level, cache});
     }
     wake_.notify_one();
   }
@@ -116,6 +116,7 @@ class CompileThread {
     uint64_t key;
     Program program;
     int debug_level;
+    DiskCache* cache;
   };
 
   CompileThread() {
@@ -131,7 +132,7 @@ class CompileThread {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      build(*job.entry, job.key, job.program, job.debug_level);
+      build(*job.entry, job.key, job.program, job.debug_level, *job.cache);
     }
   }
 
@@ -142,8 +143,11 @@ class CompileThread {
 
 class NativeExecutor final : public Executor {
  public:
-  NativeExecutor(CompileMode mode, int debug_level)
-      : mode_(mode), debug_level_(debug_level), reference_(make_reference_executor()) {}
+  NativeExecutor(CompileMode mode, int debug_level, DiskCache* cache)
+      : mode_(mode),
+        debug_level_(debug_level),
+        cache_(cache ? cache : &DiskCache::instance()),
+        reference_(make_reference_executor()) {}
 
   std::vector<Array> run(const Graph& graph, Metrics& metrics) override {
     if (mode_ == CompileMode::off) return reference_->run(graph, metrics);
@@ -153,9 +157,10 @@ class NativeExecutor final : public Executor {
       remember(graph.key, entry);
       Program program = program_from_graph(graph);
       if (mode_ == CompileMode::sync) {
-        build(*entry, graph.key, program, debug_level_);
+        build(*entry, graph.key, program, debug_level_, *cache_);
       } else {
-        CompileThread::instance().submit(entry, graph.key, std::move(program), debug_level_);
+        CompileThread::instance().submit(entry, graph.key, std::move(program), debug_level_,
+                                         cache_);
       }
     } else {
       metrics.memory_cache_hits++;
@@ -279,6 +284,7 @@ class NativeExecutor final : public Executor {
   static constexpr size_t kCapacity = 512;
   CompileMode mode_;
   int debug_level_;
+  DiskCache* cache_;  // lives as long as the process
   std::unique_ptr<Executor> reference_;
   std::list<uint64_t> recent_;
   std::unordered_map<uint64_t,
@@ -298,8 +304,9 @@ CompileMode compile_mode_from_environment() {
   return CompileMode::background;
 }
 
-std::unique_ptr<Executor> make_native_executor(CompileMode mode, int debug_level) {
-  return std::make_unique<NativeExecutor>(mode, debug_level);
+std::unique_ptr<Executor> make_native_executor(CompileMode mode, int debug_level,
+                                               DiskCache* cache) {
+  return std::make_unique<NativeExecutor>(mode, debug_level, cache);
 }
 
 std::string generated_source(const Graph& graph) {

@@ -16,9 +16,14 @@ namespace lazylua::compiler {
 enum class CompileMode { background, sync, off };
 CompileMode compile_mode_from_environment();
 
+class DiskCache;
+
 // The compiler's executor. If no C compiler works, it says so once on
-// stderr and runs every graph on the reference interpreter.
-std::unique_ptr<Executor> make_native_executor(CompileMode mode, int debug_level);
+// stderr and runs every graph on the reference interpreter. Compiled graphs
+// go to `cache` (one that lives as long as the process, such as
+// DiskCache::for_directory's), or DiskCache::instance() when null.
+std::unique_ptr<Executor> make_native_executor(CompileMode mode, int debug_level,
+                                               DiskCache* cache = nullptr);
 
 // The generated C source for a graph (what tensor.code shows).
 std::string generated_source(const Graph& graph);

@@ -10,6 +10,7 @@
 #include "interp/embedded_stdlib.h"
 #include "interp/lua_checkpoint.h"
 #include "interp/lua_tensor_internal.h"
+#include "interp/state_data.h"
 #include "interp/tensor_format.h"
 #include "tensor/allocator.h"
 
@@ -28,7 +29,8 @@ const char kMetatableKey = 0;
 // let dead tensors pile up. After this many bytes of new results since the
 // last collection we ask for one ourselves (Torch7 did the same).
 constexpr int64_t kCollectEveryBytes = int64_t{256} << 20;
-int64_t bytes_since_collection = 0;
+// Per OS thread: interpreters on different threads must not share it.
+thread_local int64_t bytes_since_collection = 0;
 
 TensorBox* to_box(lua_State* L, int index) {
   void* data = lua_touserdata(L, index);
@@ -219,21 +221,42 @@ struct ContextHolder {
   Ref<Context> context;
 };
 
+// Registry key of the ContextHolder (the address is the key).
+const char kContextKey = 0;
+
 int release_context(lua_State* L) {
   auto* holder = static_cast<ContextHolder*>(lua_touserdata(L, 1));
-  if (holder) holder->context.reset();
+  if (!holder || !holder->context) return 0;
+  // Tensors a host still holds keep the context alive after the state is
+  // gone: it must not call back into the state any more.
+  Context* context = holder->context.get();
+  context->location_provider = nullptr;
+  context->location_user = nullptr;
+  context->collect_garbage = nullptr;
+  context->collect_garbage_user = nullptr;
+  if (StateData* data = state_data(L); data && data->context == context) data->context = nullptr;
+  holder->context.reset();
   return 0;
 }
 
-// Makes this interpreter's tensor context, reachable from any of its
-// threads through the state's extra space.
+ContextHolder* context_holder(lua_State* L) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kContextKey);
+  auto* holder = static_cast<ContextHolder*>(lua_touserdata(L, -1));
+  lua_pop(L, 1);
+  return holder;
+}
+
+// Makes this interpreter's tensor context, kept in the registry. States set
+// up by open_lazylua also keep a pointer in their StateData (the fast path
+// of tensor_context); the state's extra space is left alone, since a host
+// that loads lazylua.so may use it for itself.
 void create_context(lua_State* L) {
   auto* holder = new (lua_newuserdatauv(L, sizeof(ContextHolder), 0)) ContextHolder{};
   lua_newtable(L);
   lua_pushcfunction(L, release_context);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, "lazylua.context");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kContextKey);
   holder->context = make_ref<Context>();
   Context* context = holder->context.get();
   context->location_provider = lua_location;
@@ -243,7 +266,7 @@ void create_context(lua_State* L) {
   // The compiler runs the graphs (DESIGN.md §2: interp installs it).
   context->executor = compiler::make_native_executor(compiler::compile_mode_from_environment(),
                                                      context->debug_level);
-  *static_cast<Context**>(lua_getextraspace(L)) = context;
+  if (StateData* data = state_data(L)) data->context = context;
 }
 
 }  // namespace
@@ -277,7 +300,14 @@ void push_tensor(lua_State* L, Array data) {
 }
 
 Context* tensor_context(lua_State* L) {
-  return *static_cast<Context**>(lua_getextraspace(L));
+  if (StateData* data = state_data(L); data && data->context) return data->context;
+  ContextHolder* holder = context_holder(L);
+  return holder ? holder->context.get() : nullptr;
+}
+
+bool has_tensor_context(lua_State* L) {
+  ContextHolder* holder = context_holder(L);
+  return holder && holder->context;
 }
 
 int open_tensor_module(lua_State* L) {

@@ -25,5 +25,7 @@ void push_tensor(lua_State* L, Array data);
 
 // The tensor context of this interpreter (made by open_tensor_module).
 Context* tensor_context(lua_State* L);
+// Whether open_tensor_module has run in this state (and it is not closing).
+bool has_tensor_context(lua_State* L);
 
 }  // namespace lazylua

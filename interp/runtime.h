@@ -15,6 +15,10 @@ const char* version();
 // failure, so call it inside a protected call.
 void open_lazylua(lua_State* L);
 
+// Registry field where open_lazylua keeps Lua's standard file searchers
+// (Lua files, C libraries) as a list, so a sandbox can take them out.
+constexpr const char* kFileSearchersKey = "lazylua.file_searchers";
+
 // Tab completion needs the names of tensor methods: returns the method table
 // of the Tensor metatable pushed onto the stack (or nil).
 void push_tensor_methods(lua_State* L);

@@ -4,11 +4,29 @@
 #include <algorithm>
 
 #include "allocator.h"
+#include "error.h"
 #include "kernels/elementwise.h"
 
 namespace lazylua {
 
-Buffer::Buffer(size_t nbytes) : data_(allocate_buffer(nbytes)), nbytes_(nbytes) {}
+Buffer::Buffer(size_t nbytes) : data_(nullptr), nbytes_(nbytes) {
+  MemoryBudget* budget = current_memory_budget();
+  if (budget) {
+    if (!budget->try_charge(static_cast<int64_t>(nbytes))) {
+      fail(
+          "not enough memory: a tensor of {} bytes exceeds the interpreter's memory limit of {} "
+          "bytes",
+          nbytes, budget->limit());
+    }
+    budget_ = budget;
+  }
+  try {
+    data_ = allocate_buffer(nbytes);
+  } catch (...) {
+    if (budget_) budget_->give_back(static_cast<int64_t>(nbytes));
+    throw;
+  }
+}
 
 Buffer::Buffer(void* data, size_t nbytes, std::function<void(void*)> release)
     : data_(data), nbytes_(nbytes), release_(std::move(release)) {}
@@ -19,6 +37,7 @@ Buffer::~Buffer() {
   } else {
     free_buffer(data_, nbytes_);
   }
+  if (budget_) budget_->give_back(static_cast<int64_t>(nbytes_));
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "dtype.h"
+#include "memory_budget.h"
 #include "object_pool.h"
 #include "ref.h"
 #include "shape.h"
@@ -19,7 +20,8 @@ namespace lazylua {
 class Buffer : public RefCounted {
  public:
   LAZYLUA_POOLED_OBJECT
-  // Uninitialized memory from the caching allocator.
+  // Uninitialized memory from the caching allocator, charged to the
+  // thread's current memory budget if there is one (Error when over it).
   explicit Buffer(size_t nbytes);
   // Host memory lent to lazylua; `release` runs when the last reference goes.
   Buffer(void* data, size_t nbytes, std::function<void(void*)> release);
@@ -36,6 +38,7 @@ class Buffer : public RefCounted {
   void* data_;
   size_t nbytes_;
   std::function<void(void*)> release_;  // empty: memory belongs to the allocator
+  Ref<MemoryBudget> budget_;            // charged with nbytes_, if any
 };
 
 struct Array {

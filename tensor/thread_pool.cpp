@@ -39,7 +39,9 @@ class ThreadPool {
 
   int threads() const { return threads_; }
 
+  // Waits for a running job: interpreters on other threads share the pool.
   void resize(int threads) {
+    std::lock_guard job_lock(job_mutex_);
     stop_workers();
     threads_ = threads;
     stopping_ = false;

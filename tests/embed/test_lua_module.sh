@@ -1,0 +1,43 @@
+#!/bin/bash
+# test_lua_module.sh MODULE_DIR - the stock lua5.4 program loads the built
+# lazylua.so with require, records lazy tensor work and syncs it.
+set -euo pipefail
+export LUA_CPATH="$1/?.so"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export LAZYLUA_CACHE_DIR=$work/cache
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# x = {1, 2, 3, 4}: x * 3 - 1 = {2, 5, 8, 11}, sum 26; mean of squares of x
+# = (1 + 4 + 9 + 16) / 4 = 7.5. Before the sync nothing has run: syncs = 0.
+output=$(lua5.4 -e '
+local t = require "lazylua"
+local x = t.new({1, 2, 3, 4}, {dtype = "f64"})
+local y = x * 3 - 1
+local z = (x * x):mean()
+print(t.metrics().syncs)
+t.sync(y, z)
+print(t.metrics().syncs)
+print(table.concat(y:tolist(), " "), z:item())
+print(require("tensor") == t, type(t.mark_step))
+')
+expected=$'0\n1\n2.0 5.0 8.0 11.0\t7.5\ntrue\tfunction'
+[ "$output" = "$expected" ] || fail "printed:
+$output
+expected:
+$expected"
+
+# Only luaopen_lazylua is exported, and Lua is not linked in twice: the
+# module uses the Lua of the program that loads it.
+if ldd "$1/lazylua.so" | grep -q liblua; then fail "lazylua.so links a Lua library"; fi
+exported=$(nm -D --defined-only "$1/lazylua.so" | awk '{print $3}')
+[ "$exported" = "luaopen_lazylua" ] || fail "exports: $exported"
+
+# An error inside the module is a Lua error, caught by pcall.
+output=$(lua5.4 -e '
+local t = require "lazylua"
+local ok, message = pcall(function() return t.ones(2, 3) + t.ones(4) end)
+print(ok, message ~= nil)')
+[ "$output" = $'false\ttrue' ] || fail "error handling printed '$output'"
+echo "lua module test passed"
