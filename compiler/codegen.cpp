@@ -621,7 +621,14 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         Step step;
         step.kind = fused.lowering == Lowering::matmul ? Step::Kind::matmul : Step::Kind::reference;
         step.instruction = root;
-        for (int input : program.instructions[root].inputs) step.slots.push_back(slot_of[input]);
+        const std::vector<int>& inputs = program.instructions[root].inputs;
+        for (size_t k = 0; k < inputs.size(); k++) {
+          const int source = fused.lowering == Lowering::matmul && slot_of[inputs[k]] < 0
+                                 ? blas_transposed_source(program, inputs[k])
+                                 : -1;
+          if (source >= 0) step.transposed_inputs |= static_cast<uint8_t>(1u << k);
+          step.slots.push_back(slot_of[source >= 0 ? source : inputs[k]]);
+        }
         step.slots.push_back(slot_of[root]);
         plan.steps.push_back(std::move(step));
         break;

@@ -102,7 +102,10 @@ class Fuser {
       if (lowering == Lowering::inlined) continue;
       materialized_[i] = true;
       if (lowering == Lowering::matmul || lowering == Lowering::reference) {
-        for (int input : at(i).inputs) materialized_[input] = true;
+        for (int input : at(i).inputs) {
+          const int source = lowering == Lowering::matmul ? blas_transposed_source(program_, input) : -1;
+          materialized_[source >= 0 ? source : input] = true;
+        }
       }
     }
     for (int output : program_.outputs) materialized_[output] = true;
@@ -251,6 +254,17 @@ Lowering lowering_of(const Program& program, int index) {
     default:
       return Lowering::reference;
   }
+}
+
+int blas_transposed_source(const Program& program, int input) {
+  const Instruction& instruction = program.instructions[input];
+  const int rank = instruction.shape.rank();
+  if (instruction.op != Op::permute || rank < 2) return -1;
+  for (int d = 0; d < rank; d++) {
+    const int expected = d == rank - 2 ? rank - 1 : d == rank - 1 ? rank - 2 : d;
+    if (instruction.attrs.values[d] != expected) return -1;
+  }
+  return instruction.inputs[0];
 }
 
 Fusion fuse_program(const Program& program) {

@@ -41,4 +41,9 @@ struct Fusion {
 
 Fusion fuse_program(const Program& program);
 
+// For an input of a matmul: the instruction it transposes (a permute that
+// swaps the last two dims), which BLAS reads with its transpose flag
+// instead of a copy; -1 for any other input.
+int blas_transposed_source(const Program& program, int input);
+
 }  // namespace lazylua::compiler

@@ -60,6 +60,7 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
   try {
     entry.program = optimize(program, debug_level);
     entry.plan = plan_program(entry.program);
+    if (debug_level >= 2) std::fprintf(stderr, "[lazylua] plan: %s\n", entry.plan.summary.c_str());
     if (entry.plan.kernel_count > 0) {
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
       // The disk entry is named by the graph key and the source it compiles:
@@ -246,7 +247,12 @@ class NativeExecutor final : public Executor {
         continue;
       }
       arguments.clear();
-      for (size_t k = 0; k + 1 < step.slots.size(); k++) arguments.push_back(slots[step.slots[k]]);
+      for (size_t k = 0; k + 1 < step.slots.size(); k++) {
+        const Array& value = slots[step.slots[k]];
+        const bool transposed = (step.transposed_inputs >> k) & 1u;
+        arguments.push_back(transposed ? ops::transpose(value, value.rank() - 2, value.rank() - 1)
+                                       : value);
+      }
       const Instruction& instruction = entry.program.instructions[step.instruction];
       Array result;
       if (step.kind == Step::Kind::matmul) {

@@ -47,6 +47,9 @@ struct Step {
   // writing, so an output may take over such a slot's memory (donation).
   std::vector<int> same_element_reads;
   bool can_fail = false;  // it may return an error (checked integer division)
+  // matmul: bit k set when input k is read transposed from its slot (BLAS's
+  // transpose flag, no copy).
+  uint8_t transposed_inputs = 0;
 };
 
 struct Plan {

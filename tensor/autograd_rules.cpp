@@ -3,6 +3,7 @@
 // x is an op's input, y its result, g the gradient of y.
 #include <cmath>
 #include <numeric>
+#include <string_view>
 
 #include "autograd_internal.h"
 
@@ -349,6 +350,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Context* c = out->context.get();
   const Saved sa = save(a), sb = save(b);
   const Shape a_shape = a->shape, b_shape = b->shape;
+  // b = W:t() (nn.Linear's weight): W's gradient is the transpose of b's,
+  // so b's is computed as (h^T x)^T; the two transposes cancel and W's
+  // gradient comes out of BLAS in W's own layout.
+  const bool b_is_transpose =
+      b_shape.rank() == 2 && b->grad_fn && std::string_view(b->grad_fn->name) == "transpose";
   return attach(out, "matmul", {a, b}, [=](const Tensor& g) -> Grads {
     // 1-D operands as matrices: a row (1, n) and a column (n, 1).
     Tensor x = as(restore(c, sa), g->dtype), w = as(restore(c, sb), g->dtype);
@@ -367,7 +373,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       ga = lazylua::matmul(h, lazylua::transpose(w, w->shape.rank() - 2, w->shape.rank() - 1));
       ga = lazylua::reshape(sum_to(ga, x->shape), a_shape);
     }
-    if (want_b) {
+    if (want_b && b_is_transpose && x->shape.rank() == 2) {
+      gb = lazylua::transpose(lazylua::matmul(lazylua::transpose(h, 0, 1), x), 0, 1);
+    } else if (want_b) {
       gb = lazylua::matmul(lazylua::transpose(x, x->shape.rank() - 2, x->shape.rank() - 1), h);
       gb = lazylua::reshape(sum_to(gb, w->shape), b_shape);
     }
