@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev
   libgtest-dev
   zlib1g-dev libxml2-utils
+  dataset-fashion-mnist
 )
 
 missing=()
