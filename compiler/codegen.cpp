@@ -8,6 +8,8 @@
 #include "compiler/codegen_c.h"
 #include "compiler/codegen_writer.h"
 #include "compiler/kernel_math_source.h"
+#include "compiler/passes.h"
+#include "tensor/scan.h"
 
 namespace lazylua::compiler {
 
@@ -16,8 +18,12 @@ const char* kernel_math_source() {
 }
 
 KernelWriter::KernelWriter(const Program& program, const std::vector<int>& slot_of,
-                           const std::vector<Layout>& layouts, Plan& plan)
-    : program_(program), slot_of_(slot_of), layouts_(layouts), plan_(plan) {}
+                           const std::vector<Layout>& layouts, Plan& plan, std::string name_prefix)
+    : program_(program),
+      slot_of_(slot_of),
+      layouts_(layouts),
+      plan_(plan),
+      name_prefix_(std::move(name_prefix)) {}
 
 void KernelWriter::start(const Shape& dims) {
   graph_ = std::make_unique<KernelGraph>(program_, layouts_, dims);
@@ -343,7 +349,7 @@ std::string KernelWriter::walk(int first, int last, const std::string& begin,
 
 void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t grain,
                           int instruction) {
-  const std::string name = fmt::format("lazylua_kernel_{}", plan_.kernel_count++);
+  const std::string name = fmt::format("{}{}", name_prefix_, plan_.kernel_count++);
   std::string parameters, casts;
   for (size_t k = 0; k < arguments_.size(); k++) {
     const char* type = c_type(plan_.slots[arguments_[k]].dtype);
@@ -576,6 +582,36 @@ void KernelWriter::assemble(int instruction) {
 
 namespace {
 
+// A scan: the body gets its own optimized program and plan, whose kernels
+// join this plan's source; the step lists the scan's inputs, its packed
+// value and the outputs used (each a view the step sets).
+Step scan_step(const Program& program, int root, const std::vector<int>& slot_of,
+               const std::string& prefix, Plan& plan) {
+  const Instruction& instruction = program.instructions[root];
+  auto scan = std::make_shared<ScanPlan>();
+  scan->body = instruction.body;
+  scan->program = optimize(program_from_scan_body(*instruction.body), 0);
+  scan->plan = plan_program(scan->program, fmt::format("{}s{}_", prefix, plan.steps.size()));
+  plan.source += scan->plan.source;
+  plan.kernel_count += scan->plan.kernel_count;
+  Step step;
+  step.kind = Step::Kind::scan;
+  step.instruction = root;
+  step.can_fail = true;  // the body may (and eager steps in it may)
+  for (int input : instruction.inputs) step.slots.push_back(slot_of[input]);
+  step.slots.push_back(slot_of[root]);
+  for (size_t i = 0; i < program.instructions.size(); i++) {
+    const Instruction& part = program.instructions[i];
+    if (part.op != Op::scan_output || part.inputs[0] != root || slot_of[i] < 0) continue;
+    step.slots.push_back(slot_of[i]);
+    step.parts.push_back(static_cast<int>(part.attrs.values[0]));
+  }
+  step.written.assign(step.slots.begin() + static_cast<long>(instruction.inputs.size()),
+                      step.slots.end());
+  step.scan = std::move(scan);
+  return step;
+}
+
 std::string describe(const Program& program, int instruction) {
   const Instruction& in = program.instructions[instruction];
   return fmt::format("{}:{}{}", in.name(), dtype_name(in.dtype), shape_string(in.shape));
@@ -583,7 +619,8 @@ std::string describe(const Program& program, int instruction) {
 
 }  // namespace
 
-Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor) {
+Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor,
+                   const std::string& prefix, bool standalone) {
   Plan plan;
   std::vector<int> slot_of(program.instructions.size(), -1);
   for (size_t i = 0; i < program.instructions.size(); i++) {
@@ -598,7 +635,7 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
     if (donor[i] >= 0) slot_of[i] = slot_of[donor[i]];
   }
   const std::vector<Layout> layouts = compute_layouts(program, fusion.materialized);
-  KernelWriter writer(program, slot_of, layouts, plan);
+  KernelWriter writer(program, slot_of, layouts, plan, prefix);
   std::string summary;
   for (const FusedStep& fused : fusion.steps) {
     const size_t first_step = plan.steps.size();
@@ -633,19 +670,24 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         plan.steps.push_back(std::move(step));
         break;
       }
+      case Lowering::scan:
+        plan.steps.push_back(scan_step(program, fused.roots[0], slot_of, prefix, plan));
+        break;
       case Lowering::input:
+      case Lowering::scan_part:
         break;
     }
     if (plan.steps.size() == first_step) continue;
     const char* kind = fused.lowering == Lowering::matmul      ? "blas"
                        : fused.lowering == Lowering::reference ? "eager"
+                       : fused.lowering == Lowering::scan      ? "scan"
                                                                : "kernel";
     std::string roots;
     for (int root : fused.roots) roots += (roots.empty() ? "" : ",") + describe(program, root);
     summary += fmt::format("{}{}({})", summary.empty() ? "" : " ", kind, roots);
   }
   for (int output : program.outputs) plan.outputs.push_back(slot_of[output]);
-  if (plan.kernel_count > 0) {
+  if (standalone && plan.kernel_count > 0) {
     plan.source = std::string(codegen_prelude()) + kernel_math_source() + plan.source;
   }
   plan.summary = fmt::format("{} steps, {} kernels: {}", plan.steps.size(), plan.kernel_count,
@@ -655,10 +697,14 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
 
 Plan plan_program(const Program& program) {
   const Fusion fusion = fuse_program(program);
-  Plan plan = generate_plan(program, fusion, {});
+  Plan plan = generate_plan(program, fusion, {}, "lazylua_kernel_", true);
   const std::vector<int> donor = choose_donors(program, plan);
   if (donor.empty()) return plan;
-  return generate_plan(program, fusion, donor);
+  return generate_plan(program, fusion, donor, "lazylua_kernel_", true);
+}
+
+Plan plan_program(const Program& program, const std::string& prefix) {
+  return generate_plan(program, fuse_program(program), {}, prefix, false);
 }
 
 }  // namespace lazylua::compiler

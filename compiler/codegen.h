@@ -31,7 +31,10 @@ namespace lazylua::compiler {
 
 // `donor` (empty, or per instruction): the input instruction whose slot an
 // output instruction takes over (-1: its own slot).
-Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor);
+// Kernels are named `prefix`N; `standalone`: the source starts with the
+// prelude and kernel math (a scan body's does not: it joins its parent's).
+Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor,
+                   const std::string& prefix, bool standalone);
 
 // Which outputs can be computed into the memory of a donated input
 // (compiler/donate.cpp): empty when none.

@@ -42,7 +42,7 @@ struct LoopDim {
 class KernelWriter {
  public:
   KernelWriter(const Program& program, const std::vector<int>& slot_of,
-               const std::vector<Layout>& layouts, Plan& plan);
+               const std::vector<Layout>& layouts, Plan& plan, std::string name_prefix);
 
   void elementwise(const std::vector<int>& roots);
   void reduce(int instruction);
@@ -103,6 +103,7 @@ class KernelWriter {
   std::set<int> checked_;  // instructions whose integer divisors are checked
   std::string prologue_;
   std::vector<int> same_element_reads_;  // Step::same_element_reads
+  std::string name_prefix_;              // of the kernels' C names
 };
 
 }  // namespace lazylua::compiler

@@ -27,6 +27,10 @@ int meaningful_attrs(const Instruction& instruction, const Rewriter& rewriter) {
       return 2;
     case Op::slice:
       return 3;
+    case Op::scan:
+      return 6;
+    case Op::scan_output:
+      return 2;
     case Op::permute:
       return rewriter.at(instruction.inputs[0]).shape.rank();
     default:
@@ -39,7 +43,7 @@ int meaningful_attrs(const Instruction& instruction, const Rewriter& rewriter) {
 // them).
 bool same_computation(const Instruction& a, const Instruction& b, int attr_count) {
   return a.op == b.op && a.sub_op == b.sub_op && a.dtype == b.dtype && a.shape == b.shape &&
-         a.input_index == b.input_index && a.inputs == b.inputs &&
+         a.input_index == b.input_index && a.inputs == b.inputs && a.body.get() == b.body.get() &&
          std::equal(a.attrs.values, a.attrs.values + attr_count, b.attrs.values);
 }
 

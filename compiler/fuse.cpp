@@ -101,7 +101,8 @@ class Fuser {
       const Lowering lowering = lowering_of(program_, i);
       if (lowering == Lowering::inlined) continue;
       materialized_[i] = true;
-      if (lowering == Lowering::matmul || lowering == Lowering::reference) {
+      if (lowering == Lowering::matmul || lowering == Lowering::reference ||
+          lowering == Lowering::scan) {
         for (int input : at(i).inputs) {
           const int source = lowering == Lowering::matmul ? blas_transposed_source(program_, input) : -1;
           materialized_[source >= 0 ? source : input] = true;
@@ -179,7 +180,7 @@ class Fuser {
     for (int i = 0; i < count_; i++) {
       if (!materialized_[i]) continue;
       const Lowering lowering = lowering_of(program_, i);
-      if (lowering == Lowering::input) continue;
+      if (lowering == Lowering::input || lowering == Lowering::scan_part) continue;
       if (lowering == Lowering::inlined && !steps.empty() &&
           steps.back().lowering == Lowering::inlined && can_join(steps.back(), i, layouts)) {
         steps.back().roots.push_back(i);
@@ -251,6 +252,10 @@ Lowering lowering_of(const Program& program, int index) {
     case Op::slice_update:
     case Op::select_update:
       return Lowering::assemble;
+    case Op::scan:
+      return Lowering::scan;
+    case Op::scan_output:
+      return Lowering::scan_part;
     default:
       return Lowering::reference;
   }

@@ -24,6 +24,8 @@ enum class Lowering {
   assemble,   // cat, slice_update, select_update: a kernel per region written
   matmul,     // a BLAS call
   reference,  // the eager kernel, run inside the plan
+  scan,       // a loop running the body's own plan (tensor/scan.h)
+  scan_part,  // an output of a scan: a view its scan step sets
 };
 Lowering lowering_of(const Program& program, int instruction);
 

@@ -20,6 +20,7 @@
 #include "compiler/passes.h"
 #include "compiler/plan.h"
 #include "compiler/toolchain.h"
+#include "tensor/scan.h"
 #include "tensor/thread_pool.h"
 
 namespace lazylua::compiler {
@@ -35,13 +36,25 @@ struct CompiledProgram {
   Program program;  // as optimized
   Plan plan;
   std::shared_ptr<Library> library;
-  std::vector<KernelFunction> kernels;  // per step (null for other steps)
   double compile_seconds = 0;
   bool from_disk = false;
   bool reported = false;  // its compile (or failure) was counted or told
   bool no_compiler = false;
   std::string error;
 };
+
+// Fills plan.functions (and those of scan bodies) from the loaded code.
+void resolve_kernels(Plan& plan, const Library& library) {
+  plan.functions.assign(plan.steps.size(), nullptr);
+  for (size_t i = 0; i < plan.steps.size(); i++) {
+    Step& step = plan.steps[i];
+    if (step.kind == Step::Kind::scan) resolve_kernels(step.scan->plan, library);
+    if (step.kind != Step::Kind::kernel) continue;
+    void* symbol = library.symbol(step.function.c_str());
+    if (!symbol) throw Error("generated code lacks " + step.function);
+    plan.functions[i] = symbol;
+  }
+}
 
 // Builds `entry` from `program`: passes, fusion and codegen, then the disk
 // cache or the C compiler. Runs on the compile thread or, in sync mode, the
@@ -74,14 +87,7 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
         entry.library = cache.build(disk_key, entry.plan.source, entry.plan.summary, &error);
         if (!entry.library) throw Error("the C compiler failed: " + error);
       }
-      entry.kernels.assign(entry.plan.steps.size(), nullptr);
-      for (size_t i = 0; i < entry.plan.steps.size(); i++) {
-        const Step& step = entry.plan.steps[i];
-        if (step.kind != Step::Kind::kernel) continue;
-        void* symbol = entry.library->symbol(step.function.c_str());
-        if (!symbol) throw Error("generated code lacks " + step.function);
-        entry.kernels[i] = reinterpret_cast<KernelFunction>(symbol);
-      }
+      resolve_kernels(entry.plan, *entry.library);
     }
     entry.compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -193,7 +199,10 @@ class NativeExecutor final : public Executor {
     }
     bool inputs_overwritten = false;
     try {
-      return run_plan(*entry, program_inputs(graph), metrics, &inputs_overwritten);
+      metrics.native_runs++;
+      metrics.kernels = entry->plan.kernel_count;
+      return run_plan(entry->plan, entry->program, program_inputs(graph), metrics,
+                      &inputs_overwritten);
     } catch (const std::exception&) {
       // A failing kernel (integer division by zero) or fallback step (an
       // index out of range): the reference interpreter raises the same
@@ -211,11 +220,9 @@ class NativeExecutor final : public Executor {
     int code;
   };
 
-  std::vector<Array> run_plan(const CompiledProgram& entry, const std::vector<Array>& inputs,
-                              Metrics& metrics, bool* inputs_overwritten) {
-    const Plan& plan = entry.plan;
-    metrics.native_runs++;
-    metrics.kernels = plan.kernel_count;
+  std::vector<Array> run_plan(const Plan& plan, const Program& program,
+                              const std::vector<Array>& inputs, Metrics& metrics,
+                              bool* inputs_overwritten) {
     std::vector<Array> slots(plan.slots.size());
     for (size_t s = 0; s < plan.slots.size(); s++) {
       if (plan.slots[s].input_index >= 0) slots[s] = contiguous(inputs[plan.slots[s].input_index]);
@@ -237,13 +244,17 @@ class NativeExecutor final : public Executor {
           buffers.push_back(static_cast<char*>(slots[s].raw_data()));
         }
         std::atomic<int> failure{0};
-        const KernelFunction kernel = entry.kernels[i];
+        const auto kernel = reinterpret_cast<KernelFunction>(plan.functions[i]);
         char* const* data = buffers.data();
         parallel_for(step.iterations, step.grain, [&](int64_t begin, int64_t end) {
           const int code = kernel(data, begin, end);
           if (code != 0) failure.store(code);
         });
         if (failure.load() != 0) throw KernelFailure(failure.load());
+        continue;
+      }
+      if (step.kind == Step::Kind::scan) {
+        run_scan(step, slots, metrics);
         continue;
       }
       arguments.clear();
@@ -253,7 +264,7 @@ class NativeExecutor final : public Executor {
         arguments.push_back(transposed ? ops::transpose(value, value.rank() - 2, value.rank() - 1)
                                        : value);
       }
-      const Instruction& instruction = entry.program.instructions[step.instruction];
+      const Instruction& instruction = program.instructions[step.instruction];
       Array result;
       if (step.kind == Step::Kind::matmul) {
         result = ops::matmul(arguments[0], arguments[1]);
@@ -268,6 +279,38 @@ class NativeExecutor final : public Executor {
     outputs.reserve(plan.outputs.size());
     for (int s : plan.outputs) outputs.push_back(slots[s]);
     return outputs;
+  }
+
+  // A scan step: the body's plan once per slice, the carries passed along,
+  // each iteration's ys copied into their stacked outputs.
+  void run_scan(const Step& step, std::vector<Array>& slots, Metrics& metrics) {
+    const ScanPlan& scan = *step.scan;
+    const ScanBody& body = *scan.body;
+    const int nc = body.carries, nx = body.xs, inputs_count = nc + nx + body.captured;
+    Array packed = Array::empty(Shape{body.total_bytes}, DType::boolean, "scan");
+    std::vector<Array> outputs;
+    for (int k = 0; k < nc + body.ys; k++) {
+      outputs.push_back(scan_output_view(packed, body.output_dtypes[k], body.output_shapes[k],
+                                         body.output_offsets[k]));
+    }
+    std::vector<Array> inputs(inputs_count);
+    for (int k = 0; k < inputs_count; k++) inputs[k] = slots[step.slots[k]];
+    const std::vector<Array> xs(inputs.begin() + nc, inputs.begin() + nc + nx);
+    bool unused = false;
+    for (int64_t i = 0; i < body.length; i++) {
+      const int64_t t = body.reverse ? body.length - 1 - i : i;
+      for (int k = 0; k < nx; k++) inputs[nc + k] = xs[k].selected(0, t);
+      std::vector<Array> results = run_plan(scan.plan, scan.program, inputs, metrics, &unused);
+      for (int k = 0; k < nc; k++) inputs[k] = std::move(results[k]);
+      for (int k = 0; k < body.ys; k++) {
+        copy_kernel(results[nc + k], outputs[nc + k].selected(0, t));
+      }
+    }
+    for (int k = 0; k < nc; k++) copy_kernel(inputs[k], outputs[k]);
+    slots[step.slots[inputs_count]] = packed;
+    for (size_t p = 0; p < step.parts.size(); p++) {
+      slots[step.slots[inputs_count + 1 + p]] = outputs[step.parts[p]];
+    }
   }
 
   std::shared_ptr<CompiledProgram> find(uint64_t key) {

@@ -3,12 +3,15 @@
 // op the compiler does not lower).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/program.h"
 
 namespace lazylua::compiler {
+
+struct ScanPlan;
 
 // A buffer that holds one instruction's value while the plan runs: always
 // contiguous and row-major. Inputs are the run's inputs (parameters and
@@ -33,7 +36,7 @@ constexpr int error_code(int instruction, KernelError error) {
 }
 
 struct Step {
-  enum class Kind { kernel, matmul, reference };
+  enum class Kind { kernel, matmul, reference, scan };
   Kind kind = Kind::reference;
   std::string function;      // kernel: the C function's name in Plan::source
   int64_t iterations = 0;    // kernel: trip count of the outer loop
@@ -50,6 +53,10 @@ struct Step {
   // matmul: bit k set when input k is read transposed from its slot (BLAS's
   // transpose flag, no copy).
   uint8_t transposed_inputs = 0;
+  // scan: slots are the inputs (carries, xs, captured), the packed value,
+  // then one slot per used output (`parts`: which output each one is).
+  std::shared_ptr<ScanPlan> scan;
+  std::vector<int> parts;
 };
 
 struct Plan {
@@ -57,8 +64,19 @@ struct Plan {
   std::vector<Step> steps;     // in order
   std::vector<int> outputs;    // the slot of each Program output, in order
   std::string source;          // C source of every kernel (empty if none)
-  int kernel_count = 0;
+  int kernel_count = 0;        // with the kernels of scan bodies
   std::string summary;         // one line: ops and shapes, for cache records
+  // Filled when the compiled code is loaded: each kernel step's function
+  // (null for other steps).
+  std::vector<void*> functions;
+};
+
+// A scan step's body: its own program and plan, whose kernels live in the
+// same C source under their own names; run `body.length` times.
+struct ScanPlan {
+  Ref<ScanBody> body;
+  Program program;
+  Plan plan;
 };
 
 // Fusion and code generation: groups the program's instructions into steps
@@ -67,6 +85,9 @@ struct Plan {
 // becomes a reference step. Outputs take over the memory of donated inputs
 // where that is safe (compiler/donate.cpp).
 Plan plan_program(const Program& program);
+// The same, for a scan body: kernel names start with `prefix` and the
+// source has no prelude (it goes into the enclosing plan's source).
+Plan plan_program(const Program& program, const std::string& prefix);
 
 // True for a step that overwrites a run input (a donated buffer): once it
 // has run, the run cannot be repeated from the same inputs.

@@ -2,6 +2,8 @@
 // programs.
 #include "compiler/program.h"
 
+#include "tensor/scan.h"
+
 namespace lazylua::compiler {
 
 const char* Instruction::name() const {
@@ -36,6 +38,7 @@ Program program_from_graph(const Graph& graph) {
       instruction.op = node.op;
       instruction.sub_op = node.sub_op;
       instruction.attrs = Attrs(node.attrs, kMaxDims);
+      instruction.body = node.body;
       for (int k = graph.input_offsets[i]; k < graph.input_offsets[i + 1]; k++) {
         instruction.inputs.push_back(graph.input_positions[k]);
       }
@@ -44,6 +47,17 @@ Program program_from_graph(const Graph& graph) {
   }
   program.outputs = graph.outputs;
   program.input_count = next_input;
+  return program;
+}
+
+Program program_from_scan_body(const ScanBody& body) {
+  Program program = program_from_graph(body.graph);
+  for (size_t i = 0; i < program.instructions.size(); i++) {
+    const Node& node = *body.graph.nodes[i];
+    if (node.is_placeholder()) program.instructions[i].input_index = static_cast<int>(node.attrs[0]);
+  }
+  program.input_count = body.carries + body.xs + body.captured;
+  program.donated.assign(static_cast<size_t>(program.input_count), false);
   return program;
 }
 
@@ -71,6 +85,7 @@ Array evaluate_instruction(const Instruction& instruction, const std::vector<Arr
   node.shape = instruction.shape;
   std::copy(instruction.attrs.values, instruction.attrs.values + kMaxDims, node.attrs);
   node.scalar = instruction.constant;
+  node.body = instruction.body;
   return evaluate_node(node, inputs);
 }
 

@@ -11,6 +11,7 @@
 
 #include "tensor/context.h"
 #include "tensor/ir.h"
+#include "tensor/scan.h"  // ScanBody, held by scan instructions
 
 namespace lazylua::compiler {
 
@@ -23,6 +24,7 @@ struct Instruction {
   std::vector<int> inputs;  // positions of earlier instructions
   int input_index = -1;     // parameter and scalar: which run input this is
   ops::Scalar constant;     // constant: its value (0 or 1)
+  Ref<ScanBody> body;       // scan: the loop body (tensor/scan.h)
   SourceLocation location;
 
   bool is_leaf() const { return op == Op::parameter || op == Op::scalar || op == Op::constant; }
@@ -50,6 +52,11 @@ Program program_from_graph(const Graph& graph);
 // The run inputs of `graph` for a Program made from it: each parameter's
 // data, each scalar as a 0-d array of its dtype.
 std::vector<Array> program_inputs(const Graph& graph);
+
+// The body of a scan as a program: its inputs are the carries, one slice of
+// each xs and the captured values, numbered as the body's placeholders;
+// its outputs the new carries, then the ys.
+Program program_from_scan_body(const ScanBody& body);
 
 // Computes one instruction with the eager kernels (the reference fallback).
 Array evaluate_instruction(const Instruction& instruction, const std::vector<Array>& inputs);

@@ -203,21 +203,27 @@ void backward(const Tensor& root, std::optional<Tensor> grad) {
     return;
   }
   const std::vector<Ref<GradNode>> order = topological_order(root->grad_fn.get());
-  std::unordered_map<GradNode*, Tensor> grads;
-  grads[root->grad_fn.get()] = seed;
+  std::unordered_map<GradNode*, std::vector<Tensor>> grads;
+  auto slot_of = [&](const Tensor& t) -> Tensor& {
+    std::vector<Tensor>& list = grads[t->grad_fn.get()];
+    list.resize(static_cast<size_t>(t->grad_fn->outputs));
+    return list[static_cast<size_t>(t->grad_output)];
+  };
+  slot_of(root) = seed;
   for (const Ref<GradNode>& held : order) {
     GradNode* node = held.get();
     auto found = grads.find(node);
     if (found == grads.end()) continue;
-    const Tensor g = std::move(found->second);
+    const std::vector<Tensor> g = std::move(found->second);
     grads.erase(found);
-    if (!node->backward) {
+    if (!node->backward && !node->backward_multi) {
       fail(
           "backward: the graph through '{}' was already used by an earlier backward and freed; "
           "run the forward pass again",
           node->name);
     }
-    const std::vector<Tensor> input_grads = node->backward(g);
+    const std::vector<Tensor> input_grads =
+        node->backward_multi ? node->backward_multi(g) : node->backward(g[0]);
     for (size_t k = 0; k < node->inputs.size(); k++) {
       const Tensor& input = node->inputs[k];
       if (!input || k >= input_grads.size() || !input_grads[k]) continue;
@@ -225,8 +231,9 @@ void backward(const Tensor& root, std::optional<Tensor> grad) {
         accumulate(input, input_grads[k]);
         continue;
       }
-      Tensor& slot = grads[input->grad_fn.get()];
+      Tensor& slot = slot_of(input);
       Tensor gi = input_grads[k];
+      if (gi->dtype != input->dtype) gi = lazylua::cast(gi, input->dtype);
       if (gi->shape != input->shape) gi = sum_to(gi, input->shape);
       slot = slot ? lazylua::binary(BinaryOp::add, slot, gi) : gi;
     }
@@ -235,6 +242,7 @@ void backward(const Tensor& root, std::optional<Tensor> grad) {
   // tensor of the forward pass is collected.
   for (const Ref<GradNode>& node : order) {
     node->backward = nullptr;
+    node->backward_multi = nullptr;
     node->inputs.clear();
   }
 }

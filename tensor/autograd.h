@@ -33,6 +33,11 @@ struct GradNode : public RefCounted {
   // The gradients of `inputs` (null: none) from the gradient of the result.
   // Cleared once backward has run through the node.
   std::function<std::vector<Tensor>(const Tensor& grad)> backward;
+  // A node with several results (a scan): TensorImpl::grad_output says
+  // which one a tensor is, and backward_multi gets all their gradients
+  // (null for those that got none).
+  int outputs = 1;
+  std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)> backward_multi;
   uint64_t visit_epoch = 0;
 };
 

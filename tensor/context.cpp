@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "scan.h"
 #include "tensor.h"
 
 namespace lazylua {
@@ -185,6 +186,7 @@ void Context::mark_step() {
 // collection makes sure before the graph is run and remembered. So every
 // key that gets executed at a barrier is the key of a clean graph.
 void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss) {
+  check_not_in_scan_body(this, sync_cause_name(cause));
   metrics.syncs++;
   metrics.syncs_by_cause[static_cast<int>(cause)]++;
   if (collect_on_miss && collect_garbage) {

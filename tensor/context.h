@@ -113,6 +113,10 @@ class Context : public RefCounted {
 
   bool eager = false;
   bool grad_enabled = true;  // autograd records gradients (tensor.no_grad clears it)
+  // Scan bodies being traced (scan.h): syncs are errors inside one, and the
+  // lazy tensors made meanwhile are listed to be checked afterwards.
+  int scan_depth = 0;
+  std::vector<Ref<TensorImpl>>* scan_created = nullptr;
   int debug_level = 0;
   Metrics metrics;
   std::unique_ptr<Executor> executor;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "eager_ops.h"
+#include "scan.h"
 
 namespace lazylua {
 namespace {
@@ -43,6 +44,10 @@ int attr_count(Op op, int input_rank) {
       return 2;
     case Op::slice:
       return 3;
+    case Op::scan:
+      return 6;
+    case Op::scan_output:
+      return 2;
     case Op::cumsum:
     case Op::cat:
     case Op::gather:
@@ -88,6 +93,8 @@ const char* op_name(Op op) {
 // chain a million nodes deep; releasing it recursively would overflow the
 // stack. The outermost destructor drains a worklist instead: nested ones
 // only hand their inputs over.
+Node::Node() = default;
+
 Node::~Node() {
   static thread_local std::vector<NodeRef>* worklist = nullptr;
   if (worklist) {
@@ -238,6 +245,10 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
       return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
     case Op::scatter_add:
       return ops::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
+    case Op::scan:
+      return evaluate_scan(node, in);
+    case Op::scan_output:
+      return scan_output_view(in[0], node.dtype, node.shape, a[1]);
   }
   LAZYLUA_ASSERT(false);
 }

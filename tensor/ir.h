@@ -43,7 +43,11 @@ namespace lazylua {
   X(cat)           /* (inputs...); attrs: dim */                                          \
   X(gather)        /* (input, index); attrs: dim */                                       \
   X(index_select)  /* (input, index); attrs: dim */                                       \
-  X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */
+  X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */       \
+  X(scan)          /* (carries, xs, captured): Node::body run attrs[4] times; the value is */ \
+                   /* every output packed as bytes; attrs: counts of carries, xs, captured, */ \
+                   /* ys, then length, reverse (see scan.h) */                                \
+  X(scan_output)   /* (scan): output attrs[0] of a scan, a view at byte attrs[1] */
 
 enum class Op : uint8_t {
 #define LAZYLUA_ENUM_ITEM(name) name,
@@ -68,6 +72,7 @@ std::string location_string(const SourceLocation& location);
 
 class Node;
 using NodeRef = Ref<Node>;
+struct ScanBody;
 
 class Node : public RefCounted {
  public:
@@ -87,19 +92,23 @@ class Node : public RefCounted {
   // Once a sync has computed this node, its value; later syncs treat the
   // node as a parameter instead of recomputing it.
   Array result;
+  Ref<ScanBody> body;  // scan nodes: the loop body (scan.h)
 
   // Scratch for graph extraction (see sync.cpp): the epoch of the last walk
   // that reached this node and its position in that walk's order.
   uint64_t visit_epoch = 0;
   int32_t visit_index = -1;
 
-  Node() = default;
+  Node();  // out of line: ScanBody is complete only in ir.cpp
   // Destroys chains of inputs without recursion (see ir.cpp).
   ~Node();
 
   // A human-readable name of this node's operation ("add", "sum", ...).
   const char* name() const;
   bool is_leaf() const { return op == Op::parameter || op == Op::scalar || op == Op::constant; }
+  // A parameter with no data: an input of a scan body (sub_op 1; attrs[0]
+  // is its input number).
+  bool is_placeholder() const { return op == Op::parameter && sub_op == 1; }
 };
 
 // Op-specific integers of a node (see LAZYLUA_IR_OPS).

@@ -4,6 +4,7 @@
 #include "tensor.h"
 
 #include "autograd.h"
+#include "scan.h"
 
 #include <algorithm>
 
@@ -13,8 +14,9 @@ TensorImpl::TensorImpl(Context* owner, Array array)
     : context(owner), shape(array.shape), dtype(array.dtype), data(std::move(array)) {}
 
 TensorImpl::TensorImpl(Context* owner, NodeRef node)
-    : context(owner), shape(node->shape), dtype(node->dtype) {
+    : context(owner), shape(node->shape), dtype(node->dtype), scan_level(owner->scan_depth) {
   set_pending(std::move(node));
+  if (owner->scan_created) owner->scan_created->push_back(Tensor(this));
 }
 
 TensorImpl::~TensorImpl() {
@@ -187,6 +189,11 @@ Tensor make_view(const Tensor& a, ViewStep step, const Array& new_layout) {
 // Writes a new value into `self` (a base, or a view of one).
 void assign(const Tensor& self, NodeRef value) {
   Context* context = context_of(self);
+  if (context->scan_depth > storage_owner(self)->scan_level) {
+    fail(
+        "cannot write in place into a tensor from outside the scan body; return the new value "
+        "as part of the carry instead");
+  }
   if (value->dtype != self->dtype) {
     value = node_of(context, Op::cast, 0, self->dtype, value->shape, {value});
   }
@@ -260,6 +267,7 @@ NodeRef value_of(const Tensor& t) {
 }
 
 const Array& materialize(const Tensor& t, SyncCause cause) {
+  check_not_in_scan_body(t->context.get(), sync_cause_name(cause));
   TensorImpl* target = t->is_lazy_view() ? t->base.get() : t.get();
   check_not_failed(*target);
   if (target->pending) t->context->sync({target}, cause);

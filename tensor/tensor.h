@@ -58,7 +58,9 @@ class TensorImpl : public RefCounted {
   // Autograd (autograd.h): a leaf that requires grad accumulates `grad`; a
   // result computed from such tensors has the node that made it.
   bool requires_grad = false;
+  int scan_level = 0;  // the scan_depth of its context when it was made (scan.h)
   Ref<GradNode> grad_fn;
+  int grad_output = 0;  // which result of grad_fn this is
   Ref<TensorImpl> grad;
 
   bool is_lazy_view() const { return static_cast<bool>(base); }

@@ -1,0 +1,123 @@
+// lua_tensor_scan.cpp - tensor.scan: the Lua side (nested tables, error
+// messages with paths) is stdlib/tensor_scan.lua; this is its primitive,
+// tensor._scan(body, init, xs, length, reverse, recompute), over flat lists.
+#include <exception>
+
+#include "interp/lua_tensor_internal.h"
+#include "tensor/scan.h"
+
+namespace lazylua::binding {
+namespace {
+
+// The body raised a Lua error: its value waits in the registry.
+struct LuaBodyError : std::exception {
+  explicit LuaBodyError(int ref) : reference(ref) {}
+  const char* what() const noexcept override { return "error in the scan body"; }
+  int reference;
+};
+
+std::vector<Tensor> tensor_list(lua_State* L, int index, const char* what) {
+  if (lua_type(L, index) != LUA_TTABLE) fail("scan: {} must be a list of tensors", what);
+  std::vector<Tensor> list;
+  const lua_Integer count = luaL_len(L, index);
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, index, i);
+    const Tensor* t = to_tensor(L, -1);
+    lua_pop(L, 1);
+    if (!t || !*t) fail("scan: {} item {} is not a tensor", what, i);
+    list.push_back(*t);
+  }
+  return list;
+}
+
+void push_list(lua_State* L, const std::vector<Tensor>& list) {
+  lua_createtable(L, static_cast<int>(list.size()), 0);
+  for (size_t i = 0; i < list.size(); i++) {
+    push_tensor(L, list[i]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
+int scan_body(lua_State* L, char* message, size_t size, int* error_ref) {
+  try {
+    luaL_checkstack(L, 8, "scan");
+    if (lua_type(L, 1) != LUA_TFUNCTION) fail("scan: the body must be a function");
+    const std::vector<Tensor> init = tensor_list(L, 2, "init");
+    const std::vector<Tensor> xs = tensor_list(L, 3, "xs");
+    const int64_t length = check_integer(L, 4, "scan");
+    ScanOptions options;
+    options.reverse = lua_toboolean(L, 5);
+    options.recompute_carries = lua_toboolean(L, 6);
+    ScanFunction fn = [L](const std::vector<Tensor>& carries, const std::vector<Tensor>& slices) {
+      lua_pushvalue(L, 1);
+      push_list(L, carries);
+      push_list(L, slices);
+      if (lua_pcall(L, 2, 2, 0) != LUA_OK) throw LuaBodyError(luaL_ref(L, LUA_REGISTRYINDEX));
+      std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
+      const int top = lua_gettop(L);
+      try {
+        out.first = tensor_list(L, top - 1, "the body's carry");
+        out.second = tensor_list(L, top, "the body's ys");
+      } catch (...) {
+        lua_settop(L, top - 2);
+        throw;
+      }
+      lua_settop(L, top - 2);
+      return out;
+    };
+    const std::vector<Tensor> results = scan(tensor_context(L), fn, init, xs, length, options);
+    push_list(L, results);
+    return 1;
+  } catch (const LuaBodyError& error) {
+    *error_ref = error.reference;
+  } catch (const std::bad_alloc&) {
+    std::snprintf(message, size, "not enough memory");
+  } catch (const std::exception& error) {
+    std::snprintf(message, size, "%s", error.what());
+  }
+  return -1;
+}
+
+// No C++ object lives here, so lua_error may jump out.
+int scan_primitive(lua_State* L) {
+  char message[1024] = "";
+  int error_ref = LUA_NOREF;
+  Context* context = tensor_context(L);
+  context->location_user = L;
+  context->collect_garbage_user = L;
+  const int results = scan_body(L, message, sizeof message, &error_ref);
+  if (results >= 0) return results;
+  if (error_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, error_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, error_ref);
+    return lua_error(L);
+  }
+  luaL_where(L, 1);
+  lua_pushstring(L, message);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+// tensor.scan loads stdlib/tensor_scan.lua on first use.
+int scan_entry(lua_State* L) {
+  const int args = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "tensor_scan");
+  lua_call(L, 1, 1);
+  lua_insert(L, 1);
+  lua_call(L, args, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+}  // namespace
+
+void register_scan_functions(lua_State* L) {
+  static const luaL_Reg functions[] = {
+      {"_scan", scan_primitive},
+      {"scan", scan_entry},
+      {nullptr, nullptr},
+  };
+  luaL_setfuncs(L, functions, 0);
+}
+
+}  // namespace lazylua::binding

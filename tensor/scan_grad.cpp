@@ -1,0 +1,363 @@
+// scan_grad.cpp - the gradient of a scan: a reverse scan whose body is the
+// forward body replayed through autograd, from the carry that entered each
+// iteration, with the gradients of the captured values summed in its carry.
+#include <unordered_set>
+
+#include "autograd_internal.h"
+#include "scan_internal.h"
+
+namespace lazylua::scan_detail {
+namespace {
+
+Tensor raw(Context* context, const Node& node, const std::vector<Tensor>& inputs) {
+  std::vector<NodeRef> values;
+  for (const Tensor& t : inputs) {
+    if (autograd::needs_grad(t)) {
+      fail("scan: the gradient of '{}' inside a scan body is not supported", node.name());
+    }
+    values.push_back(value_of(t));
+  }
+  context->metrics.ops_recorded++;
+  NodeRef copy = make_node(node.op, node.sub_op, node.dtype, node.shape, std::move(values),
+                           Attrs(node.attrs, kMaxDims), context->current_location());
+  copy->body = node.body;
+  if (node.body) {
+    copy->local_hash = hash_mix(copy->local_hash, node.body->hash);
+    copy->hash = hash_mix(copy->hash, node.body->hash);
+  }
+  return Tensor(new TensorImpl(context, std::move(copy)));
+}
+
+std::optional<int> dim_of(int64_t attr) {
+  return attr < 0 ? std::nullopt : std::optional<int>(static_cast<int>(attr));
+}
+
+Tensor replay_node(Context* context, const Node& node, const std::vector<Tensor>& in) {
+  const int64_t* a = node.attrs;
+  Tensor out;
+  switch (node.op) {
+    case Op::unary:
+      out = autograd::unary(static_cast<UnaryOp>(node.sub_op), in[0]);
+      break;
+    case Op::binary:
+      out = autograd::binary(static_cast<BinaryOp>(node.sub_op), in[0], in[1]);
+      break;
+    case Op::where:
+      out = autograd::where(in[0], in[1], in[2]);
+      break;
+    case Op::cast:
+      out = autograd::cast(in[0], node.dtype);
+      break;
+    case Op::clamp: {
+      // The bounds are inputs here (Lua numbers captured by the body): the
+      // comparisons give clamp's gradient, 1 inside and on the bounds.
+      out = in[0];
+      if (node.sub_op & 1) {
+        out = autograd::where(lazylua::binary(BinaryOp::lt, out, in[1]),
+                              lazylua::expand(lazylua::cast(in[1], node.dtype), node.shape), out);
+      }
+      if (node.sub_op & 2) {
+        out = autograd::where(lazylua::binary(BinaryOp::gt, out, in[2]),
+                              lazylua::expand(lazylua::cast(in[2], node.dtype), node.shape), out);
+      }
+      break;
+    }
+    case Op::reduce:
+      out = autograd::reduce(static_cast<ReduceOp>(node.sub_op), in[0], dim_of(a[0]), a[1] != 0);
+      break;
+    case Op::arg_reduce:
+      out = lazylua::arg_max_min(node.sub_op != 0, in[0], dim_of(a[0]), a[1] != 0);
+      break;
+    case Op::softmax:
+      out = autograd::softmax(in[0], static_cast<int>(a[0]), a[1] != 0);
+      break;
+    case Op::cumsum:
+      out = autograd::cumsum(in[0], static_cast<int>(a[0]));
+      break;
+    case Op::matmul:
+      out = autograd::matmul(in[0], in[1]);
+      break;
+    case Op::reshape:
+      out = autograd::reshape(in[0], node.shape);
+      break;
+    case Op::permute:
+      out = autograd::permute(in[0], std::vector<int>(a, a + in[0]->shape.rank()));
+      break;
+    case Op::slice:
+      out = autograd::narrow(in[0], static_cast<int>(a[0]), a[1], a[2]);
+      break;
+    case Op::select:
+      out = autograd::select(in[0], static_cast<int>(a[0]), a[1]);
+      break;
+    case Op::expand:
+      out = autograd::expand(in[0], node.shape);
+      break;
+    case Op::cat:
+      out = autograd::cat(in, static_cast<int>(a[0]));
+      break;
+    case Op::gather:
+      out = autograd::gather(in[0], static_cast<int>(a[0]), in[1]);
+      break;
+    case Op::index_select:
+      out = autograd::index_select(in[0], static_cast<int>(a[0]), in[1]);
+      break;
+    case Op::scatter_add:
+      out = autograd::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
+      break;
+    default:
+      return raw(context, node, in);
+  }
+  if (out->dtype != node.dtype) out = autograd::cast(out, node.dtype);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> replay(Context* context, const ScanBody& body, const std::vector<Tensor>& inputs) {
+  const Graph& graph = body.graph;
+  std::vector<Tensor> values(graph.nodes.size());
+  std::vector<Tensor> args;
+  for (size_t p = 0; p < graph.nodes.size(); p++) {
+    const Node& node = *graph.nodes[p];
+    if (node.is_placeholder()) {
+      values[p] = inputs[static_cast<size_t>(node.attrs[0])];
+    } else if (node.op == Op::constant) {
+      values[p] = scalar_tensor(context, node.scalar, node.dtype);
+    } else {
+      args.clear();
+      for (int k = graph.input_offsets[p]; k < graph.input_offsets[p + 1]; k++) {
+        args.push_back(values[static_cast<size_t>(graph.input_positions[k])]);
+      }
+      values[p] = replay_node(context, node, args);
+    }
+  }
+  std::vector<Tensor> outputs;
+  for (int k = 0; k < body.carries + body.ys; k++) {
+    outputs.push_back(values[static_cast<size_t>(graph.outputs[k])]);
+  }
+  return outputs;
+}
+
+std::vector<Tensor> differentiable_captures(Context* context, const std::vector<Tensor>& traced,
+                                            const std::vector<NodeRef>& captured) {
+  std::vector<Tensor> found(captured.size());
+  if (!autograd::grad_enabled(context)) return found;
+  std::unordered_set<const GradNode*> seen;
+  std::vector<const GradNode*> stack;
+  for (const Tensor& t : traced) {
+    if (t->grad_fn && seen.insert(t->grad_fn.get()).second) stack.push_back(t->grad_fn.get());
+  }
+  while (!stack.empty()) {
+    const GradNode* node = stack.back();
+    stack.pop_back();
+    for (const Tensor& input : node->inputs) {
+      if (!input || !input->requires_grad || !input->error.empty()) continue;
+      // A captured value: the walk stops there (its history is outside).
+      const Node* value = input->pending ? input->pending.get() : nullptr;
+      if (!value && !input->is_lazy_view()) value = input->data_node.get();
+      if (!value && input->is_lazy_view() && input->view_cache_base == value_of(input->base)) {
+        value = input->view_cache.get();
+      }
+      bool is_captured = false;
+      for (size_t k = 0; k < captured.size(); k++) {
+        if (captured[k].get() == value) {
+          if (!found[k]) found[k] = input;
+          is_captured = true;
+        }
+      }
+      if (is_captured || input->scan_level < context->scan_depth) continue;
+      if (input->grad_fn && seen.insert(input->grad_fn.get()).second) {
+        stack.push_back(input->grad_fn.get());
+      }
+    }
+  }
+  return found;
+}
+
+namespace {
+
+Tensor zeros_like_shape(Context* context, DType dtype, const Shape& shape) {
+  return autograd::filled(context, 0, dtype, shape);
+}
+
+// The reverse scan. carries: the gradients of the forward carries, then a
+// running sum per differentiable captured value; xs: the carry entering
+// each iteration, the xs, and the gradients of the ys.
+std::vector<Tensor> backward_scan(Context* context, const ScanBody& body, int64_t length,
+                                  bool reverse, const std::vector<Tensor>& final_carry_grads,
+                                  const std::vector<Tensor>& carry_sequences,
+                                  const std::vector<Tensor>& xs,
+                                  const std::vector<Tensor>& y_grads,
+                                  const std::vector<NodeRef>& captured,
+                                  const std::vector<Tensor>& captured_tensors,
+                                  const std::vector<bool>& want_x) {
+  std::vector<int> grad_captured;  // captured values that get a gradient
+  for (size_t k = 0; k < captured.size(); k++) {
+    if (captured_tensors[k]) grad_captured.push_back(static_cast<int>(k));
+  }
+  std::vector<Tensor> init = final_carry_grads;
+  for (int k : grad_captured) {
+    init.push_back(zeros_like_shape(context, captured[k]->dtype, captured[k]->shape));
+  }
+  std::vector<Tensor> sequences = carry_sequences;
+  for (const Tensor& x : xs) sequences.push_back(x);
+  for (const Tensor& g : y_grads) sequences.push_back(g);
+  std::vector<std::pair<DType, Shape>> slice_like;
+  for (const Tensor& s : sequences) {
+    Shape shape = s->shape;
+    shape.erase(0);
+    slice_like.push_back({s->dtype, shape});
+  }
+
+  const bool was_enabled = autograd::grad_enabled(context);
+  autograd::set_grad_enabled(context, true);
+  std::vector<Tensor> results;
+  try {
+    BodyTrace trace(context, init, slice_like);
+    const int nc = body.carries, nx = body.xs;
+    std::vector<Tensor> replay_inputs;
+    for (int k = 0; k < nc; k++) {
+      Tensor c = trace.x_placeholders[k];
+      if (is_floating(c->dtype)) autograd::set_requires_grad(c, true);
+      replay_inputs.push_back(c);
+    }
+    for (int k = 0; k < nx; k++) {
+      Tensor x = trace.x_placeholders[nc + k];
+      if (want_x[k]) autograd::set_requires_grad(x, true);
+      replay_inputs.push_back(x);
+    }
+    std::vector<Tensor> caps;
+    for (size_t k = 0; k < captured.size(); k++) {
+      Tensor cap(new TensorImpl(context, captured[k]));
+      if (captured_tensors[k]) autograd::set_requires_grad(cap, true);
+      caps.push_back(cap);
+      replay_inputs.push_back(cap);
+    }
+    const std::vector<Tensor> outs = replay(context, body, replay_inputs);
+    // One scalar whose gradient is the vector-Jacobian product we need.
+    Tensor objective;
+    auto add_term = [&](const Tensor& out, const Tensor& grad) {
+      if (!out->requires_grad || !is_floating(out->dtype)) return;
+      Tensor term = autograd::reduce(ReduceOp::sum, autograd::binary(BinaryOp::mul, out, grad),
+                                     std::nullopt, false);
+      objective = objective ? autograd::binary(BinaryOp::add, objective, term) : term;
+    };
+    for (int k = 0; k < nc; k++) add_term(outs[k], trace.carry_placeholders[k]);
+    for (int k = 0; k < body.ys; k++) {
+      add_term(outs[nc + k], trace.x_placeholders[nc + nx + k]);
+    }
+    if (objective) autograd::backward(objective, std::nullopt);
+    std::vector<Tensor> carry_out, ys;
+    for (int k = 0; k < nc; k++) {
+      const Tensor& c = replay_inputs[k];
+      carry_out.push_back(c->grad ? lazylua::cast(Tensor(c->grad), c->dtype)
+                                  : zeros_like_shape(context, c->dtype, c->shape));
+    }
+    for (size_t j = 0; j < grad_captured.size(); j++) {
+      const Tensor& cap = caps[grad_captured[j]];
+      const Tensor& running = trace.carry_placeholders[nc + j];
+      carry_out.push_back(cap->grad ? lazylua::binary(BinaryOp::add, running, cap->grad) : running);
+    }
+    for (int k = 0; k < nx; k++) {
+      if (!want_x[k]) continue;
+      const Tensor& x = replay_inputs[nc + k];
+      ys.push_back(x->grad ? Tensor(x->grad) : zeros_like_shape(context, x->dtype, x->shape));
+    }
+    autograd::set_grad_enabled(context, false);
+    std::vector<NodeRef> outputs;
+    for (const Tensor& t : carry_out) outputs.push_back(value_of(t));
+    for (const Tensor& t : ys) outputs.push_back(value_of(t));
+    std::vector<NodeRef> inner_captured;
+    Ref<ScanBody> backward_body =
+        build_body(trace, outputs, static_cast<int>(carry_out.size()), &inner_captured);
+    std::vector<NodeRef> inputs;
+    for (const Tensor& t : init) inputs.push_back(value_of(t));
+    for (const Tensor& t : sequences) inputs.push_back(value_of(t));
+    for (const NodeRef& n : inner_captured) inputs.push_back(n);
+    results = record_scan(context, backward_body, length, !reverse, inputs);
+  } catch (...) {
+    autograd::set_grad_enabled(context, was_enabled);
+    throw;
+  }
+  autograd::set_grad_enabled(context, was_enabled);
+  return results;
+}
+
+}  // namespace
+
+void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<ScanBody>& saving,
+                     int64_t length, const ScanOptions& options, const std::vector<NodeRef>& inputs,
+                     const std::vector<Tensor>& init, const std::vector<Tensor>& xs,
+                     const std::vector<Tensor>& captured_tensors,
+                     const std::vector<Tensor>& results, const std::vector<Tensor>& saved_carries) {
+  const int nc = body->carries, nx = body->xs, ny = body->ys;
+  std::vector<NodeRef> captured(inputs.begin() + nc + nx, inputs.end());
+  std::vector<autograd::Saved> saved_sequences;
+  for (const Tensor& s : saved_carries) saved_sequences.push_back(autograd::save(s));
+  std::vector<autograd::Saved> saved_xs;
+  for (const Tensor& x : xs) saved_xs.push_back(autograd::save(x));
+  std::vector<NodeRef> forward_inputs = inputs;
+  std::vector<bool> want_x;
+  for (const Tensor& x : xs) want_x.push_back(autograd::needs_grad(x));
+  std::vector<DType> carry_dtypes;
+  std::vector<Shape> carry_shapes, y_shapes;
+  std::vector<DType> y_dtypes;
+  for (int k = 0; k < nc; k++) {
+    carry_dtypes.push_back(results[k]->dtype);
+    carry_shapes.push_back(results[k]->shape);
+  }
+  for (int k = 0; k < ny; k++) {
+    y_dtypes.push_back(results[nc + k]->dtype);
+    y_shapes.push_back(results[nc + k]->shape);
+  }
+  const bool reverse = options.reverse;
+  std::vector<Tensor> grad_inputs = init;
+  for (const Tensor& x : xs) grad_inputs.push_back(x);
+  for (const Tensor& t : captured_tensors) grad_inputs.push_back(t);
+
+  Ref<GradNode> node(new GradNode);
+  node->name = "scan";
+  node->outputs = nc + ny;
+  for (Tensor& t : grad_inputs) {
+    if (!autograd::needs_grad(t)) t = Tensor{};
+  }
+  node->inputs = grad_inputs;
+  node->backward_multi = [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+    std::vector<Tensor> final_grads, y_grads, sequences, x_values;
+    for (int k = 0; k < nc; k++) {
+      final_grads.push_back(grads[k] ? grads[k] : zeros_like_shape(context, carry_dtypes[k], carry_shapes[k]));
+    }
+    for (int k = 0; k < ny; k++) {
+      y_grads.push_back(grads[nc + k] ? grads[nc + k]
+                                      : zeros_like_shape(context, y_dtypes[k], y_shapes[k]));
+    }
+    for (const autograd::Saved& x : saved_xs) x_values.push_back(autograd::restore(context, x));
+    if (saved_sequences.empty()) {
+      // Recompute: the forward scan again, keeping the carries this time.
+      const std::vector<Tensor> again = record_scan(context, saving, length, reverse, forward_inputs);
+      sequences.assign(again.begin() + nc + ny, again.end());
+    } else {
+      for (const autograd::Saved& s : saved_sequences) sequences.push_back(autograd::restore(context, s));
+    }
+    const std::vector<Tensor> back = backward_scan(context, *body, length, reverse, final_grads,
+                                                   sequences, x_values, y_grads, captured,
+                                                   captured_tensors, want_x);
+    // back: initial-carry grads, summed captured grads, then xs grads.
+    std::vector<Tensor> result;
+    size_t next = 0;
+    for (int k = 0; k < nc; k++) result.push_back(back[next++]);
+    std::vector<Tensor> captured_grads;
+    for (const Tensor& t : captured_tensors) captured_grads.push_back(t ? back[next++] : Tensor{});
+    for (int k = 0; k < nx; k++) result.push_back(want_x[k] ? back[next++] : Tensor{});
+    for (const Tensor& g : captured_grads) result.push_back(g);
+    return result;
+  };
+  for (int k = 0; k < nc + ny; k++) {
+    if (!is_floating(results[k]->dtype)) continue;
+    results[k]->requires_grad = true;
+    results[k]->grad_fn = node;
+    results[k]->grad_output = k;
+  }
+}
+
+}  // namespace lazylua::scan_detail
