@@ -392,6 +392,83 @@ end
 function Sequential:__len() return #self._module_names end
 function Sequential:get(i) return self._modules[tostring(i)] end
 
+-- ---------------------------------------------------------------------------
+-- scan_layers: identical layers applied in order through tensor.scan, so the
+-- graph (and the compiled code) holds one layer whatever their number.
+
+local function describe_tensor(t)
+  return t:dtype() .. "[" .. table.concat(t:size(), ", ") .. "]"
+end
+
+-- The module a dotted parameter name lives in, and the field's name.
+local function owner_of(module, path)
+  local parts = {}
+  for part in path:gmatch("[^.]+") do parts[#parts + 1] = part end
+  for i = 1, #parts - 1 do module = module._modules[parts[i]] end
+  return module, parts[#parts]
+end
+
+-- Applies layers[1], layers[2], ... to x. The layers must have the same
+-- parameters (names, shapes, dtypes): they are stacked along a new first
+-- dim and scanned over, with layers[1] running the body on each slice. The
+-- gradients reach every layer's own parameters (through the stack), so an
+-- optimizer over the layers' parameters() trains them as Sequential would.
+function nn.scan_layers(layers, x)
+  if type(layers) ~= "table" or #layers == 0 then
+    error("scan_layers: expected a non-empty list of layers", 2)
+  end
+  local template = layers[1]
+  local names = {}
+  for _, pair in ipairs(template:named_parameters()) do names[#names + 1] = pair[1] end
+  for i = 2, #layers do
+    local params = {}
+    for _, pair in ipairs(layers[i]:named_parameters()) do params[pair[1]] = pair[2] end
+    for _, pair in ipairs(template:named_parameters()) do
+      local name, first = pair[1], pair[2]
+      local other = params[name]
+      if other == nil then
+        error(string.format("scan_layers: layer %d has no parameter '%s' (layer 1 has %s)", i, name,
+          describe_tensor(first)), 2)
+      end
+      if describe_tensor(other) ~= describe_tensor(first) then
+        error(string.format("scan_layers: parameter '%s' is %s in layer %d but %s in layer 1", name,
+          describe_tensor(other), i, describe_tensor(first)), 2)
+      end
+      params[name] = nil
+    end
+    local extra = next(params)
+    if extra then
+      error(string.format("scan_layers: layer %d has a parameter '%s' that layer 1 lacks", i, extra), 2)
+    end
+  end
+  local stacked = {}
+  for _, name in ipairs(names) do
+    local list = {}
+    for i, layer in ipairs(layers) do
+      local owner, field = owner_of(layer, name)
+      list[i] = owner[field]
+    end
+    stacked[name] = tensor.stack(list, 1)
+  end
+  local final = tensor.scan(function(h, slices)
+    -- layers[1] runs on this slice of every parameter, then gets its own back.
+    local saved = {}
+    for _, name in ipairs(names) do
+      local owner, field = owner_of(template, name)
+      saved[name] = owner[field]
+      rawset(owner, field, slices[name])
+    end
+    local ok, result = pcall(template.forward, template, h)
+    for _, name in ipairs(names) do
+      local owner, field = owner_of(template, name)
+      rawset(owner, field, saved[name])
+    end
+    if not ok then error(result, 0) end
+    return result
+  end, x, stacked)
+  return final
+end
+
 -- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua).
 require("nn_conv")(nn)
 require("nn_loss")(nn)

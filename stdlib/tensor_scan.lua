@@ -58,7 +58,7 @@ local function unflatten(spec, leaves, position)
 end
 
 local function same_structure(a, b)
-  if a == true or b == true then return a == b end
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
   if #a ~= #b then return false end
   for i = 1, #a do
     if a[i][1] ~= b[i][1] or not same_structure(a[i][2], b[i][2]) then return false end
