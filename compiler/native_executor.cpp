@@ -43,6 +43,14 @@ struct CompiledProgram {
   std::string error;
 };
 
+// LAZYLUA_DEBUG=2: each plan's summary, and its scan bodies' indented.
+void print_plan(const Plan& plan, const std::string& indent) {
+  std::fprintf(stderr, "[lazylua] %splan: %s\n", indent.c_str(), plan.summary.c_str());
+  for (const Step& step : plan.steps) {
+    if (step.kind == Step::Kind::scan) print_plan(step.scan->plan, indent + "  scan body ");
+  }
+}
+
 // Fills plan.functions (and those of scan bodies) from the loaded code.
 void resolve_kernels(Plan& plan, const Library& library) {
   plan.functions.assign(plan.steps.size(), nullptr);
@@ -73,7 +81,7 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
   try {
     entry.program = optimize(program, debug_level);
     entry.plan = plan_program(entry.program);
-    if (debug_level >= 2) std::fprintf(stderr, "[lazylua] plan: %s\n", entry.plan.summary.c_str());
+    if (debug_level >= 2) print_plan(entry.plan, "");
     if (entry.plan.kernel_count > 0) {
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
       // The disk entry is named by the graph key and the source it compiles:

@@ -408,14 +408,11 @@ local function owner_of(module, path)
   return module, parts[#parts]
 end
 
--- Applies layers[1], layers[2], ... to x. The layers must have the same
--- parameters (names, shapes, dtypes): they are stacked along a new first
--- dim and scanned over, with layers[1] running the body on each slice. The
--- gradients reach every layer's own parameters (through the stack), so an
--- optimizer over the layers' parameters() trains them as Sequential would.
-function nn.scan_layers(layers, x)
+-- The parameter names of the layers, checked to be the same with the same
+-- shapes and dtypes in every layer (an error names the first difference).
+local function common_parameters(layers, level)
   if type(layers) ~= "table" or #layers == 0 then
-    error("scan_layers: expected a non-empty list of layers", 2)
+    error("scan_layers: expected a non-empty list of layers", level + 1)
   end
   local template = layers[1]
   local names = {}
@@ -428,30 +425,27 @@ function nn.scan_layers(layers, x)
       local other = params[name]
       if other == nil then
         error(string.format("scan_layers: layer %d has no parameter '%s' (layer 1 has %s)", i, name,
-          describe_tensor(first)), 2)
+          describe_tensor(first)), level + 1)
       end
       if describe_tensor(other) ~= describe_tensor(first) then
         error(string.format("scan_layers: parameter '%s' is %s in layer %d but %s in layer 1", name,
-          describe_tensor(other), i, describe_tensor(first)), 2)
+          describe_tensor(other), i, describe_tensor(first)), level + 1)
       end
       params[name] = nil
     end
     local extra = next(params)
     if extra then
-      error(string.format("scan_layers: layer %d has a parameter '%s' that layer 1 lacks", i, extra), 2)
+      error(string.format("scan_layers: layer %d has a parameter '%s' that layer 1 lacks", i, extra),
+        level + 1)
     end
   end
-  local stacked = {}
-  for _, name in ipairs(names) do
-    local list = {}
-    for i, layer in ipairs(layers) do
-      local owner, field = owner_of(layer, name)
-      list[i] = owner[field]
-    end
-    stacked[name] = tensor.stack(list, 1)
-  end
-  local final = tensor.scan(function(h, slices)
-    -- layers[1] runs on this slice of every parameter, then gets its own back.
+  return names
+end
+
+-- template's forward applied once per slice of the stacked parameters.
+local function scan_over(template, names, stacked, x)
+  return (tensor.scan(function(h, slices)
+    -- the template runs on this slice of every parameter, then gets its own back
     local saved = {}
     for _, name in ipairs(names) do
       local owner, field = owner_of(template, name)
@@ -465,8 +459,70 @@ function nn.scan_layers(layers, x)
     end
     if not ok then error(result, 0) end
     return result
-  end, x, stacked)
-  return final
+  end, x, stacked))
+end
+
+-- Applies layers[1], layers[2], ... to x, as nn.Sequential(layers) would.
+-- The layers must have the same parameters (names, shapes, dtypes): they
+-- are stacked along a new first dim and scanned over, with layers[1]
+-- running the body on each slice. Gradients reach every layer's own
+-- parameters (through the stack), so an optimizer over the layers'
+-- parameters() trains them as with Sequential. (The stack and the updates
+-- of the separate parameters still grow with the number of layers; the
+-- ScanLayers module below keeps the parameters stacked.)
+function nn.scan_layers(layers, x)
+  local names = common_parameters(layers, 2)
+  local stacked = {}
+  for _, name in ipairs(names) do
+    local list = {}
+    for i, layer in ipairs(layers) do
+      local owner, field = owner_of(layer, name)
+      list[i] = owner[field]
+    end
+    stacked[name] = tensor.stack(list, 1)
+  end
+  return scan_over(layers[1], names, stacked, x)
+end
+
+-- A module over identical layers that keeps their parameters stacked: its
+-- parameters() are tensors [L, ...] (so an optimizer updates all layers
+-- with one kernel per parameter, and the compiled step does not grow with
+-- L). The layers' own parameters become read-only views of the stacks,
+-- which always show the trained values.
+local ScanLayers = nn.class("ScanLayers")
+nn.ScanLayers = ScanLayers
+
+function ScanLayers:init(layers)
+  self.names = common_parameters(layers, 3)
+  self.count = #layers
+  rawset(self, "template", layers[1])
+  for _, name in ipairs(self.names) do
+    local list = {}
+    for i, layer in ipairs(layers) do
+      local owner, field = owner_of(layer, name)
+      list[i] = owner[field]:detach()
+    end
+    local stacked = tensor.stack(list, 1):contiguous()
+    self:register_parameter(name, stacked)
+    tensor.no_grad(function()
+      for i, layer in ipairs(layers) do
+        local owner, field = owner_of(layer, name)
+        local view = stacked:select(1, i)
+        owner._parameters[field] = view
+        rawset(owner, field, view)
+      end
+    end)
+  end
+end
+
+function ScanLayers:forward(x)
+  local stacked = {}
+  for _, name in ipairs(self.names) do stacked[name] = self._parameters[name] end
+  return scan_over(self.template, self.names, stacked, x)
+end
+
+function ScanLayers:extra_repr()
+  return string.format("%d x %s", self.count, getmetatable(self.template).__name)
 end
 
 -- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua).

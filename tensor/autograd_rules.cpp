@@ -353,8 +353,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // b = W:t() (nn.Linear's weight): W's gradient is the transpose of b's,
   // so b's is computed as (h^T x)^T; the two transposes cancel and W's
   // gradient comes out of BLAS in W's own layout.
-  const bool b_is_transpose =
-      b_shape.rank() == 2 && b->grad_fn && std::string_view(b->grad_fn->name) == "transpose";
+  // (A 2-D permute is a transpose too: a scan body replays transposes as such.)
+  const bool b_is_transpose = b_shape.rank() == 2 && b->grad_fn &&
+                              (std::string_view(b->grad_fn->name) == "transpose" ||
+                               std::string_view(b->grad_fn->name) == "permute");
   return attach(out, "matmul", {a, b}, [=](const Tensor& g) -> Grads {
     // 1-D operands as matrices: a row (1, n) and a column (n, 1).
     Tensor x = as(restore(c, sa), g->dtype), w = as(restore(c, sb), g->dtype);

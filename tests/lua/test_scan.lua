@@ -185,6 +185,33 @@ h.test("training with scan_layers and with Sequential gives the same parameters"
   for i = 1, #a do same(a[i], b[i], 1e-5, "parameter " .. i) end
 end)
 
+h.test("ScanLayers keeps the parameters stacked and trains like Sequential", function()
+  local function train(use_scan)
+    tensor.manual_seed(6)
+    local layers = blocks(4, 5)
+    local head = nn.Linear(5, 1)
+    local body = use_scan and nn.ScanLayers(layers) or nn.Sequential(table.unpack(layers))
+    local model = nn.Sequential(body, head)
+    if use_scan then
+      assert(#body:parameters() == 2, "one stacked weight and one stacked bias")
+      h.shape(body:parameters()[1], {4, 5, 5})
+    end
+    local opt = optim.Adam(model:parameters(), {lr = 0.01})
+    local x, y = tensor.randn(8, 5), tensor.randn(8, 1)
+    for _ = 1, 4 do
+      opt:zero_grad()
+      nn.MSELoss()(model(x), y):backward()
+      opt:step()
+    end
+    -- the layers' own parameters show the trained values either way
+    local values = {}
+    for _, l in ipairs(layers) do for _, p in ipairs(l:parameters()) do values[#values + 1] = p end end
+    return values
+  end
+  local a, b = train(true), train(false)
+  for i = 1, #a do same(a[i], b[i], 1e-5, "parameter " .. i) end
+end)
+
 h.test("scan_layers names the first difference between layers", function()
   local layers = blocks(3, 4)
   layers[3] = nn.Sequential(nn.Linear(4, 5), nn.Tanh())
