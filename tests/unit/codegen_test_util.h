@@ -157,6 +157,12 @@ inline Outcome run_plan(const Plan& plan, const Library& library, const Program&
     }
     const Instruction& instruction = program.instructions[step.instruction];
     std::vector<Array> operands(arguments.begin(), arguments.end() - 1);
+    for (size_t k = 0; k < operands.size(); k++) {
+      // BLAS reads these operands through its transpose flag (Step::transposed_inputs).
+      if ((step.transposed_inputs >> k) & 1u) {
+        operands[k] = ops::transpose(operands[k], operands[k].rank() - 2, operands[k].rank() - 1);
+      }
+    }
     Array result;
     try {
       result = step.kind == Step::Kind::matmul ? ops::matmul(operands[0], operands[1])
