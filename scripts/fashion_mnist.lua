@@ -3,10 +3,11 @@
 -- the compiler did, and writes a checkpoint and a loss curve.
 --
 --   lazylua scripts/fashion_mnist.lua [DATA_DIR] [--epochs N] [--batch N]
---           [--lr X] [--optimizer adam|sgd] [--out DIR]
+--           [--lr X] [--optimizer adam|sgd] [--out DIR] [--seed N] [--limit N]
 --
 -- DATA_DIR holds the four IDX files (gzip or not); the default is where
--- Debian's dataset-fashion-mnist package puts them.
+-- Debian's dataset-fashion-mnist package puts them. --limit N trains on the
+-- first N training images only (0, the default: all of them).
 local nn, optim, data, plot = require "nn", require "optim", require "data", require "plot"
 
 local settings = {
@@ -17,12 +18,13 @@ local settings = {
   optimizer = "adam",
   out = ".",
   seed = 1,
+  limit = 0,
 }
 
 local function usage(message)
   io.stderr:write("fashion_mnist.lua: ", message, "\n",
     "usage: lazylua scripts/fashion_mnist.lua [DATA_DIR] [--epochs N] [--batch N] [--lr X]",
-    " [--optimizer adam|sgd] [--out DIR] [--seed N]\n")
+    " [--optimizer adam|sgd] [--out DIR] [--seed N] [--limit N]\n")
   os.exit(2)
 end
 
@@ -78,6 +80,9 @@ end
 local train_x, test_x = load_images("train-images-idx3-ubyte"), load_images("t10k-images-idx3-ubyte")
 local train_y = data.read_idx(find("train-labels-idx1-ubyte")) + 1
 local test_y = data.read_idx(find("t10k-labels-idx1-ubyte")) + 1
+if settings.limit > 0 and settings.limit < train_x:size(1) then
+  train_x, train_y = train_x:narrow(1, 1, settings.limit), train_y:narrow(1, 1, settings.limit)
+end
 local mean, std = train_x:mean():item(), nil
 std = math.sqrt(((train_x - mean) ^ 2):mean():item())
 train_x = (train_x - mean) / std
