@@ -1,6 +1,7 @@
 // lua_tensor_methods.cpp - the Tensor methods (each also a function of the
 // `tensor` module): elementwise ops, reductions, views, joins, in-place ops
 // and observation.
+#include <string>
 #include <vector>
 
 #include "interp/lua_tensor_internal.h"
@@ -36,7 +37,7 @@ int unary_method(lua_State* L) {
 template <UnaryOp op>
 int unary_inplace(lua_State* L) {
   const Tensor& self = self_tensor(L, unary_op_name(op));
-  autograd::check_in_place(self, unary_op_name(op));
+  autograd::check_in_place(self, (std::string(unary_op_name(op)) + "_").c_str());
   lazylua::unary_(op, self);
   return push_self(L);
 }
@@ -61,11 +62,12 @@ template <BinaryOp op>
 int binary_inplace(lua_State* L) {
   const char* name = binary_op_name(op);
   const Tensor& self = self_tensor(L, name);
+  const std::string method = std::string(name) + "_";
   if (to_tensor(L, 2)) {
-    autograd::check_in_place(self, name, check_tensor(L, 2, name));
+    autograd::check_in_place(self, method.c_str(), check_tensor(L, 2, name));
     lazylua::binary_(op, self, check_tensor(L, 2, name));
   } else {
-    autograd::check_in_place(self, name);
+    autograd::check_in_place(self, method.c_str());
     lazylua::binary_(op, self, check_scalar(L, 2, name));
   }
   return push_self(L);

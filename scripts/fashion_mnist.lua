@@ -114,15 +114,17 @@ print(string.format("%s, lr %g, batch %d, %d epochs", settings.optimizer, settin
 local loader = data.DataLoader({train_x, train_y},
   {batch_size = settings.batch, shuffle = true, seed = settings.seed})
 
--- Test accuracy, in batches of 1000 without gradients.
+-- Test accuracy, in batches of 1000 without gradients. A loader, not
+-- narrow(): a view's offset is part of its graph, so each narrowed batch
+-- would be a graph of its own, while the loader's batches are data tensors
+-- and share one.
+local test_loader = data.DataLoader({test_x, test_y}, {batch_size = 1000, progress = false})
 local function evaluate()
   model:eval()
   local correct = tensor.no_grad(function()
     local total = 0
-    for first = 1, test_x:size(1), 1000 do
-      local n = math.min(1000, test_x:size(1) - first + 1)
-      local predicted = model(test_x:narrow(1, first, n)):argmax(2)
-      total = total + predicted:eq(test_y:narrow(1, first, n)):sum():item()
+    for x, y in test_loader:iter() do
+      total = total + model(x):argmax(2):eq(y):sum():item()
     end
     return total
   end)
