@@ -40,7 +40,8 @@ NodeRef make_placeholder(DType dtype, const Shape& shape, int index, SourceLocat
 namespace scan_detail {
 
 Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& outputs,
-                         int carry_outputs, std::vector<NodeRef>* captured_nodes) {
+                         int carry_outputs, std::vector<NodeRef>* captured_nodes,
+                         const std::vector<const Node*>& extra_xs) {
   // Which traced nodes depend on a placeholder: those are the body; the
   // inputs of the body that do not are values from outside.
   std::unordered_map<const Node*, bool> dependent;
@@ -65,7 +66,7 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
 
   Ref<ScanBody> body(new ScanBody);
   body->carries = trace.carries;
-  body->xs = trace.xs;
+  body->xs = trace.xs + static_cast<int>(extra_xs.size());
   // Clean copies of the body's nodes: placeholders renumbered, captured
   // values replaced by new placeholders after the carries and xs.
   std::unordered_map<const Node*, NodeRef> copies;
@@ -74,7 +75,7 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
     auto found = std::find(captured.begin(), captured.end(), node);
     int index = static_cast<int>(found - captured.begin());
     if (found == captured.end()) captured.push_back(node);
-    return make_placeholder(node->dtype, node->shape, trace.carries + trace.xs + index,
+    return make_placeholder(node->dtype, node->shape, body->carries + body->xs + index,
                             node->location);
   };
   std::unordered_map<const Node*, NodeRef> captured_copies;
@@ -87,7 +88,15 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
       } else {
         auto found = captured_copies.find(node);
         if (found == captured_copies.end()) {
-          found = captured_copies.emplace(node, captured_placeholder(node)).first;
+          // A value given per iteration (extra_xs), or one for all of them.
+          auto extra = std::find(extra_xs.begin(), extra_xs.end(), node);
+          NodeRef placeholder =
+              extra != extra_xs.end()
+                  ? make_placeholder(node->dtype, node->shape,
+                                     trace.carries + trace.xs + static_cast<int>(extra - extra_xs.begin()),
+                                     node->location)
+                  : captured_placeholder(node);
+          found = captured_copies.emplace(node, placeholder).first;
         }
         copy = found->second;
       }
@@ -248,6 +257,7 @@ bool BodyTrace::depends_on_placeholder(const Node* root) {
     bool depends = owns(node);
     for (const NodeRef& input : node->inputs) depends = depends || memo_.at(input.get());
     memo_[node] = depends;
+    memo_held_.push_back(NodeRef(const_cast<Node*>(node)));
     stack.pop_back();
   }
   return memo_.at(root);
@@ -342,8 +352,12 @@ std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::ve
   for (const Tensor& t : init) needs_gradient = needs_gradient || autograd::needs_grad(t);
   for (const Tensor& t : xs) needs_gradient = needs_gradient || autograd::needs_grad(t);
   for (const Tensor& t : captured_tensors) needs_gradient = needs_gradient || t;
-  // Backward runs the body again at every iteration, from the carry that
-  // went into it: saved as extra (hidden) ys unless they are recomputed.
+  if (needs_gradient && !options.recompute_carries) {
+    return scan_detail::record_with_residuals(context, body, captured, captured_tensors, init, xs,
+                                              length, options);
+  }
+  // Recomputing: backward runs the body again at every iteration, from the
+  // carry that went into it, which a second forward scan recovers.
   Ref<ScanBody> saving;
   if (needs_gradient) {
     std::vector<NodeRef> with_carries = outputs;

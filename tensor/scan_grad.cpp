@@ -361,3 +361,188 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
 }
 
 }  // namespace lazylua::scan_detail
+
+namespace lazylua::scan_detail {
+
+// The forward scan when gradients will be needed, with residuals: the body
+// is replayed through autograd on fresh placeholders, the backward of one
+// iteration is traced right away, and every forward value that backward
+// reads (a residual: a pre-activation, an input of a product) becomes an
+// extra output of the forward scan, stacked per iteration. The backward
+// scan then reads those slices instead of computing the forward again.
+std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>& body0,
+                                          const std::vector<NodeRef>& captured,
+                                          const std::vector<Tensor>& captured_tensors,
+                                          const std::vector<Tensor>& init,
+                                          const std::vector<Tensor>& xs, int64_t length,
+                                          const ScanOptions& options) {
+  const int nc = body0->carries, nx = body0->xs, ny = body0->ys;
+  std::vector<bool> want_x;
+  for (const Tensor& x : xs) want_x.push_back(autograd::needs_grad(x));
+  std::vector<int> grad_captured;
+  for (size_t k = 0; k < captured.size(); k++) {
+    if (captured_tensors[k]) grad_captured.push_back(static_cast<int>(k));
+  }
+  std::vector<std::pair<DType, Shape>> x_like;
+  for (const Tensor& x : xs) {
+    Shape slice = x->shape;
+    slice.erase(0);
+    x_like.push_back({x->dtype, slice});
+  }
+  const bool was_enabled = autograd::grad_enabled(context);
+  autograd::set_grad_enabled(context, true);
+  Ref<ScanBody> forward, backward;
+  std::vector<NodeRef> forward_captured, backward_captured;
+  std::vector<const Node*> residuals;
+  std::vector<NodeRef> residual_refs;  // keep them alive past the backward trace
+  try {
+    BodyTrace f(context, init, x_like);
+    std::vector<Tensor> inputs;
+    for (int k = 0; k < nc; k++) {
+      Tensor c = f.carry_placeholders[k];
+      if (is_floating(c->dtype)) autograd::set_requires_grad(c, true);
+      inputs.push_back(c);
+    }
+    for (int k = 0; k < nx; k++) {
+      Tensor x = f.x_placeholders[k];
+      if (want_x[k]) autograd::set_requires_grad(x, true);
+      inputs.push_back(x);
+    }
+    std::vector<Tensor> caps;
+    for (size_t k = 0; k < captured.size(); k++) {
+      Tensor cap(new TensorImpl(context, captured[k]));
+      if (captured_tensors[k]) autograd::set_requires_grad(cap, true);
+      caps.push_back(cap);
+      inputs.push_back(cap);
+    }
+    const std::vector<Tensor> outs = replay(context, *body0, inputs);
+    std::vector<NodeRef> out_nodes;
+    for (const Tensor& t : outs) out_nodes.push_back(value_of(t));
+    {
+      std::vector<Tensor> b_init;
+      for (int k = 0; k < nc; k++) b_init.push_back(outs[k]);
+      for (int k : grad_captured) b_init.push_back(caps[k]);
+      std::vector<std::pair<DType, Shape>> gy_like;
+      for (int k = 0; k < ny; k++) gy_like.push_back({outs[nc + k]->dtype, outs[nc + k]->shape});
+      BodyTrace b(context, b_init, gy_like);
+      Tensor objective;
+      auto add_term = [&](const Tensor& out, const Tensor& grad) {
+        if (!out->requires_grad || !is_floating(out->dtype)) return;
+        Tensor term = autograd::reduce(ReduceOp::sum, autograd::binary(BinaryOp::mul, out, grad),
+                                       std::nullopt, false);
+        objective = objective ? autograd::binary(BinaryOp::add, objective, term) : term;
+      };
+      for (int k = 0; k < nc; k++) add_term(outs[k], b.carry_placeholders[k]);
+      for (int k = 0; k < ny; k++) add_term(outs[nc + k], b.x_placeholders[k]);
+      if (objective) autograd::backward(objective, std::nullopt);
+      std::vector<Tensor> carry_out, ys;
+      for (int k = 0; k < nc; k++) {
+        const Tensor& c = inputs[k];
+        carry_out.push_back(c->grad ? lazylua::cast(Tensor(c->grad), c->dtype)
+                                    : autograd::filled(context, 0, c->dtype, c->shape));
+      }
+      for (size_t j = 0; j < grad_captured.size(); j++) {
+        const Tensor& cap = caps[grad_captured[j]];
+        const Tensor& running = b.carry_placeholders[nc + j];
+        carry_out.push_back(cap->grad ? lazylua::binary(BinaryOp::add, running, cap->grad) : running);
+      }
+      for (int k = 0; k < nx; k++) {
+        if (!want_x[k]) continue;
+        const Tensor& x = inputs[nc + k];
+        ys.push_back(x->grad ? Tensor(x->grad) : autograd::filled(context, 0, x->dtype, x->shape));
+      }
+      autograd::set_grad_enabled(context, false);
+      std::vector<NodeRef> b_outputs;
+      for (const Tensor& t : carry_out) b_outputs.push_back(value_of(t));
+      for (const Tensor& t : ys) b_outputs.push_back(value_of(t));
+      // What backward reads from the forward iteration: residuals.
+      std::vector<NodeRef> read;
+      build_body(b, b_outputs, static_cast<int>(carry_out.size()), &read);
+      for (const NodeRef& node : read) {
+        if (!f.depends_on_placeholder(node.get())) continue;
+        residuals.push_back(node.get());
+        residual_refs.push_back(node);
+      }
+      backward = build_body(b, b_outputs, static_cast<int>(carry_out.size()), &backward_captured,
+                            residuals);
+    }
+    std::vector<NodeRef> forward_outputs = out_nodes;
+    for (const NodeRef& node : residual_refs) forward_outputs.push_back(node);
+    forward = build_body(f, forward_outputs, nc, &forward_captured);
+  } catch (...) {
+    autograd::set_grad_enabled(context, was_enabled);
+    throw;
+  }
+  autograd::set_grad_enabled(context, was_enabled);
+
+  std::vector<NodeRef> inputs;
+  for (const Tensor& t : init) inputs.push_back(value_of(t));
+  for (const Tensor& t : xs) inputs.push_back(value_of(t));
+  for (const NodeRef& node : forward_captured) inputs.push_back(node);
+  std::vector<Tensor> results = record_scan(context, forward, length, options.reverse, inputs);
+  const std::vector<Tensor> residual_sequences(results.begin() + nc + ny, results.end());
+  results.resize(static_cast<size_t>(nc + ny));
+
+  std::vector<autograd::Saved> saved_residuals;
+  for (const Tensor& s : residual_sequences) saved_residuals.push_back(autograd::save(s));
+  std::vector<DType> out_dtypes;
+  std::vector<Shape> out_shapes;
+  for (const Tensor& t : results) {
+    out_dtypes.push_back(t->dtype);
+    out_shapes.push_back(t->shape);
+  }
+  std::vector<DType> captured_dtypes;
+  std::vector<Shape> captured_shapes;
+  for (int k : grad_captured) {
+    captured_dtypes.push_back(captured[k]->dtype);
+    captured_shapes.push_back(captured[k]->shape);
+  }
+  const bool reverse = options.reverse;
+  Ref<GradNode> node(new GradNode);
+  node->name = "scan";
+  node->outputs = nc + ny;
+  std::vector<Tensor> grad_inputs = init;
+  for (const Tensor& x : xs) grad_inputs.push_back(x);
+  for (const Tensor& t : captured_tensors) grad_inputs.push_back(t);
+  for (Tensor& t : grad_inputs) {
+    if (!autograd::needs_grad(t)) t = Tensor{};
+  }
+  node->inputs = grad_inputs;
+  node->backward_multi = [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
+    std::vector<NodeRef> b_inputs;
+    for (int k = 0; k < nc; k++) {
+      const Tensor g = grads[k] ? grads[k] : autograd::filled(context, 0, out_dtypes[k], out_shapes[k]);
+      b_inputs.push_back(value_of(g));
+    }
+    for (size_t j = 0; j < captured_dtypes.size(); j++) {
+      b_inputs.push_back(value_of(autograd::filled(context, 0, captured_dtypes[j], captured_shapes[j])));
+    }
+    for (int k = 0; k < ny; k++) {
+      const Tensor g = grads[nc + k] ? grads[nc + k]
+                                     : autograd::filled(context, 0, out_dtypes[nc + k], out_shapes[nc + k]);
+      b_inputs.push_back(value_of(g));
+    }
+    for (const autograd::Saved& s : saved_residuals) {
+      b_inputs.push_back(value_of(autograd::restore(context, s)));
+    }
+    for (const NodeRef& n : backward_captured) b_inputs.push_back(n);
+    const std::vector<Tensor> back = record_scan(context, backward, length, !reverse, b_inputs);
+    std::vector<Tensor> result;
+    size_t next = 0;
+    for (int k = 0; k < nc; k++) result.push_back(back[next++]);
+    std::vector<Tensor> captured_grads;
+    for (const Tensor& t : captured_tensors) captured_grads.push_back(t ? back[next++] : Tensor{});
+    for (int k = 0; k < nx; k++) result.push_back(want_x[k] ? back[next++] : Tensor{});
+    for (const Tensor& g : captured_grads) result.push_back(g);
+    return result;
+  };
+  for (int k = 0; k < nc + ny; k++) {
+    if (!is_floating(results[k]->dtype)) continue;
+    results[k]->requires_grad = true;
+    results[k]->grad_fn = node;
+    results[k]->grad_output = k;
+  }
+  return results;
+}
+
+}  // namespace lazylua::scan_detail

@@ -39,13 +39,17 @@ class BodyTrace {
   std::vector<Tensor> created_;
   std::vector<Tensor>* saved_created_ = nullptr;
   std::unordered_map<const Node*, bool> memo_;
+  std::vector<NodeRef> memo_held_;  // the memo's nodes: no address is reused while it lives
 };
 
 // The body made of what the outputs (new carries first, then ys) compute
 // from the trace's placeholders; the values they read from outside become
 // extra inputs, listed in *captured_nodes.
+// extra_xs: values from outside that are given per iteration instead (a
+// slice of a sequence): they become xs after the trace's own.
 Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& outputs,
-                         int carry_outputs, std::vector<NodeRef>* captured_nodes);
+                         int carry_outputs, std::vector<NodeRef>* captured_nodes,
+                         const std::vector<const Node*>& extra_xs = {});
 
 // Records a scan node over `inputs` (carries, xs, captured values) and
 // returns a tensor per output: the final carries, then the stacked ys.
@@ -78,5 +82,14 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
                      const std::vector<Tensor>& init, const std::vector<Tensor>& xs,
                      const std::vector<Tensor>& captured_tensors,
                      const std::vector<Tensor>& results, const std::vector<Tensor>& saved_carries);
+
+// The forward scan with residuals and its gradient (the default when
+// gradients are needed); returns the visible results.
+std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>& body0,
+                                          const std::vector<NodeRef>& captured,
+                                          const std::vector<Tensor>& captured_tensors,
+                                          const std::vector<Tensor>& init,
+                                          const std::vector<Tensor>& xs, int64_t length,
+                                          const ScanOptions& options);
 
 }  // namespace lazylua::scan_detail
