@@ -180,6 +180,69 @@ Tensor zeros_like_shape(Context* context, DType dtype, const Shape& shape) {
   return autograd::filled(context, 0, dtype, shape);
 }
 
+// The replay's inputs for one iteration: the carries and xs given, marked
+// as needing gradients where wanted, then each captured value as a fresh
+// leaf (its gradient is per iteration; the scan sums them).
+std::vector<Tensor> gradient_inputs(Context* context, const std::vector<Tensor>& carries,
+                                    const std::vector<Tensor>& xs,
+                                    const std::vector<NodeRef>& captured,
+                                    const std::vector<Tensor>& captured_tensors,
+                                    const std::vector<bool>& want_x) {
+  std::vector<Tensor> inputs;
+  for (const Tensor& c : carries) {
+    if (is_floating(c->dtype)) autograd::set_requires_grad(c, true);
+    inputs.push_back(c);
+  }
+  for (size_t k = 0; k < xs.size(); k++) {
+    if (want_x[k]) autograd::set_requires_grad(xs[k], true);
+    inputs.push_back(xs[k]);
+  }
+  for (size_t k = 0; k < captured.size(); k++) {
+    Tensor cap(new TensorImpl(context, captured[k]));
+    if (captured_tensors[k]) autograd::set_requires_grad(cap, true);
+    inputs.push_back(cap);
+  }
+  return inputs;
+}
+
+// One iteration's backward, from the gradients of its outputs: the new
+// carries (the carries' gradients, then each running sum plus its captured
+// value's gradient) and the ys (the wanted xs' gradients).
+std::pair<std::vector<Tensor>, std::vector<Tensor>> iteration_gradients(
+    Context* context, int nc, int nx, const std::vector<Tensor>& inputs,
+    const std::vector<Tensor>& outs, const std::vector<Tensor>& carry_grads,
+    const std::vector<Tensor>& y_grads, const std::vector<Tensor>& running,
+    const std::vector<int>& grad_captured, const std::vector<bool>& want_x) {
+  // One scalar whose gradient is the vector-Jacobian product we need.
+  Tensor objective;
+  auto add_term = [&](const Tensor& out, const Tensor& grad) {
+    if (!out->requires_grad || !is_floating(out->dtype)) return;
+    Tensor term = autograd::reduce(ReduceOp::sum, autograd::binary(BinaryOp::mul, out, grad),
+                                   std::nullopt, false);
+    objective = objective ? autograd::binary(BinaryOp::add, objective, term) : term;
+  };
+  for (int k = 0; k < nc; k++) add_term(outs[k], carry_grads[k]);
+  for (size_t k = 0; k < y_grads.size(); k++) add_term(outs[nc + k], y_grads[k]);
+  if (objective) autograd::backward(objective, std::nullopt);
+  std::vector<Tensor> carry_out, ys;
+  for (int k = 0; k < nc; k++) {
+    const Tensor& c = inputs[k];
+    carry_out.push_back(c->grad ? lazylua::cast(Tensor(c->grad), c->dtype)
+                                : autograd::filled(context, 0, c->dtype, c->shape));
+  }
+  for (size_t j = 0; j < grad_captured.size(); j++) {
+    const Tensor& cap = inputs[nc + nx + grad_captured[j]];
+    carry_out.push_back(cap->grad ? lazylua::binary(BinaryOp::add, running[j], cap->grad)
+                                  : running[j]);
+  }
+  for (int k = 0; k < nx; k++) {
+    if (!want_x[k]) continue;
+    const Tensor& x = inputs[nc + k];
+    ys.push_back(x->grad ? Tensor(x->grad) : autograd::filled(context, 0, x->dtype, x->shape));
+  }
+  return {carry_out, ys};
+}
+
 // The reverse scan. carries: the gradients of the forward carries, then a
 // running sum per differentiable captured value; xs: the carry entering
 // each iteration, the xs, and the gradients of the ys.
@@ -215,54 +278,20 @@ std::vector<Tensor> backward_scan(Context* context, const ScanBody& body, int64_
   try {
     BodyTrace trace(context, init, slice_like);
     const int nc = body.carries, nx = body.xs;
-    std::vector<Tensor> replay_inputs;
-    for (int k = 0; k < nc; k++) {
-      Tensor c = trace.x_placeholders[k];
-      if (is_floating(c->dtype)) autograd::set_requires_grad(c, true);
-      replay_inputs.push_back(c);
-    }
-    for (int k = 0; k < nx; k++) {
-      Tensor x = trace.x_placeholders[nc + k];
-      if (want_x[k]) autograd::set_requires_grad(x, true);
-      replay_inputs.push_back(x);
-    }
-    std::vector<Tensor> caps;
-    for (size_t k = 0; k < captured.size(); k++) {
-      Tensor cap(new TensorImpl(context, captured[k]));
-      if (captured_tensors[k]) autograd::set_requires_grad(cap, true);
-      caps.push_back(cap);
-      replay_inputs.push_back(cap);
-    }
+    const std::vector<Tensor> carries(trace.x_placeholders.begin(), trace.x_placeholders.begin() + nc);
+    const std::vector<Tensor> slices(trace.x_placeholders.begin() + nc,
+                                     trace.x_placeholders.begin() + nc + nx);
+    const std::vector<Tensor> replay_inputs =
+        gradient_inputs(context, carries, slices, captured, captured_tensors, want_x);
     const std::vector<Tensor> outs = replay(context, body, replay_inputs);
-    // One scalar whose gradient is the vector-Jacobian product we need.
-    Tensor objective;
-    auto add_term = [&](const Tensor& out, const Tensor& grad) {
-      if (!out->requires_grad || !is_floating(out->dtype)) return;
-      Tensor term = autograd::reduce(ReduceOp::sum, autograd::binary(BinaryOp::mul, out, grad),
-                                     std::nullopt, false);
-      objective = objective ? autograd::binary(BinaryOp::add, objective, term) : term;
-    };
-    for (int k = 0; k < nc; k++) add_term(outs[k], trace.carry_placeholders[k]);
-    for (int k = 0; k < body.ys; k++) {
-      add_term(outs[nc + k], trace.x_placeholders[nc + nx + k]);
-    }
-    if (objective) autograd::backward(objective, std::nullopt);
-    std::vector<Tensor> carry_out, ys;
-    for (int k = 0; k < nc; k++) {
-      const Tensor& c = replay_inputs[k];
-      carry_out.push_back(c->grad ? lazylua::cast(Tensor(c->grad), c->dtype)
-                                  : zeros_like_shape(context, c->dtype, c->shape));
-    }
-    for (size_t j = 0; j < grad_captured.size(); j++) {
-      const Tensor& cap = caps[grad_captured[j]];
-      const Tensor& running = trace.carry_placeholders[nc + j];
-      carry_out.push_back(cap->grad ? lazylua::binary(BinaryOp::add, running, cap->grad) : running);
-    }
-    for (int k = 0; k < nx; k++) {
-      if (!want_x[k]) continue;
-      const Tensor& x = replay_inputs[nc + k];
-      ys.push_back(x->grad ? Tensor(x->grad) : zeros_like_shape(context, x->dtype, x->shape));
-    }
+    const std::vector<Tensor> carry_grads(trace.carry_placeholders.begin(),
+                                          trace.carry_placeholders.begin() + nc);
+    const std::vector<Tensor> running(trace.carry_placeholders.begin() + nc,
+                                      trace.carry_placeholders.end());
+    const std::vector<Tensor> y_grads(trace.x_placeholders.begin() + nc + nx,
+                                      trace.x_placeholders.end());
+    auto [carry_out, ys] = iteration_gradients(context, nc, nx, replay_inputs, outs, carry_grads,
+                                               y_grads, running, grad_captured, want_x);
     autograd::set_grad_enabled(context, false);
     std::vector<NodeRef> outputs;
     for (const Tensor& t : carry_out) outputs.push_back(value_of(t));
@@ -397,60 +426,25 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
   std::vector<NodeRef> residual_refs;  // keep them alive past the backward trace
   try {
     BodyTrace f(context, init, x_like);
-    std::vector<Tensor> inputs;
-    for (int k = 0; k < nc; k++) {
-      Tensor c = f.carry_placeholders[k];
-      if (is_floating(c->dtype)) autograd::set_requires_grad(c, true);
-      inputs.push_back(c);
-    }
-    for (int k = 0; k < nx; k++) {
-      Tensor x = f.x_placeholders[k];
-      if (want_x[k]) autograd::set_requires_grad(x, true);
-      inputs.push_back(x);
-    }
-    std::vector<Tensor> caps;
-    for (size_t k = 0; k < captured.size(); k++) {
-      Tensor cap(new TensorImpl(context, captured[k]));
-      if (captured_tensors[k]) autograd::set_requires_grad(cap, true);
-      caps.push_back(cap);
-      inputs.push_back(cap);
-    }
+    const std::vector<Tensor> inputs = gradient_inputs(context, f.carry_placeholders,
+                                                       f.x_placeholders, captured,
+                                                       captured_tensors, want_x);
     const std::vector<Tensor> outs = replay(context, *body0, inputs);
     std::vector<NodeRef> out_nodes;
     for (const Tensor& t : outs) out_nodes.push_back(value_of(t));
     {
       std::vector<Tensor> b_init;
       for (int k = 0; k < nc; k++) b_init.push_back(outs[k]);
-      for (int k : grad_captured) b_init.push_back(caps[k]);
+      for (int k : grad_captured) b_init.push_back(inputs[nc + nx + k]);
       std::vector<std::pair<DType, Shape>> gy_like;
       for (int k = 0; k < ny; k++) gy_like.push_back({outs[nc + k]->dtype, outs[nc + k]->shape});
       BodyTrace b(context, b_init, gy_like);
-      Tensor objective;
-      auto add_term = [&](const Tensor& out, const Tensor& grad) {
-        if (!out->requires_grad || !is_floating(out->dtype)) return;
-        Tensor term = autograd::reduce(ReduceOp::sum, autograd::binary(BinaryOp::mul, out, grad),
-                                       std::nullopt, false);
-        objective = objective ? autograd::binary(BinaryOp::add, objective, term) : term;
-      };
-      for (int k = 0; k < nc; k++) add_term(outs[k], b.carry_placeholders[k]);
-      for (int k = 0; k < ny; k++) add_term(outs[nc + k], b.x_placeholders[k]);
-      if (objective) autograd::backward(objective, std::nullopt);
-      std::vector<Tensor> carry_out, ys;
-      for (int k = 0; k < nc; k++) {
-        const Tensor& c = inputs[k];
-        carry_out.push_back(c->grad ? lazylua::cast(Tensor(c->grad), c->dtype)
-                                    : autograd::filled(context, 0, c->dtype, c->shape));
-      }
-      for (size_t j = 0; j < grad_captured.size(); j++) {
-        const Tensor& cap = caps[grad_captured[j]];
-        const Tensor& running = b.carry_placeholders[nc + j];
-        carry_out.push_back(cap->grad ? lazylua::binary(BinaryOp::add, running, cap->grad) : running);
-      }
-      for (int k = 0; k < nx; k++) {
-        if (!want_x[k]) continue;
-        const Tensor& x = inputs[nc + k];
-        ys.push_back(x->grad ? Tensor(x->grad) : autograd::filled(context, 0, x->dtype, x->shape));
-      }
+      const std::vector<Tensor> carry_grads(b.carry_placeholders.begin(),
+                                            b.carry_placeholders.begin() + nc);
+      const std::vector<Tensor> running(b.carry_placeholders.begin() + nc,
+                                        b.carry_placeholders.end());
+      auto [carry_out, ys] = iteration_gradients(context, nc, nx, inputs, outs, carry_grads,
+                                                 b.x_placeholders, running, grad_captured, want_x);
       autograd::set_grad_enabled(context, false);
       std::vector<NodeRef> b_outputs;
       for (const Tensor& t : carry_out) b_outputs.push_back(value_of(t));
