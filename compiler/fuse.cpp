@@ -104,7 +104,8 @@ class Fuser {
       if (lowering == Lowering::matmul || lowering == Lowering::reference ||
           lowering == Lowering::scan) {
         for (int input : at(i).inputs) {
-          const int source = lowering == Lowering::matmul ? blas_transposed_source(program_, input) : -1;
+          const int source =
+              lowering == Lowering::matmul ? blas_transposed_source(program_, input) : -1;
           materialized_[source >= 0 ? source : input] = true;
         }
       }

@@ -54,7 +54,8 @@ Program program_from_scan_body(const ScanBody& body) {
   Program program = program_from_graph(body.graph);
   for (size_t i = 0; i < program.instructions.size(); i++) {
     const Node& node = *body.graph.nodes[i];
-    if (node.is_placeholder()) program.instructions[i].input_index = static_cast<int>(node.attrs[0]);
+    if (node.is_placeholder())
+      program.instructions[i].input_index = static_cast<int>(node.attrs[0]);
   }
   program.input_count = body.carries + body.xs + body.captured;
   program.donated.assign(static_cast<size_t>(program.input_count), false);

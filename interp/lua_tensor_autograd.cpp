@@ -105,7 +105,8 @@ int index_add(lua_State* L) {
   const int d = check_dim(L, 2, std::max(self->shape.rank(), 1), "index_add");
   const Tensor& index = check_tensor(L, 3, "index_add");
   const Tensor& src = check_tensor(L, 4, "index_add");
-  if (index->shape.rank() != 1) fail("index_add: index must be 1-d, got {}", shape_string(index->shape));
+  if (index->shape.rank() != 1)
+    fail("index_add: index must be 1-d, got {}", shape_string(index->shape));
   if (src->shape.rank() != self->shape.rank() || src->shape[d] != index->shape[0]) {
     fail("index_add: src {} must have the tensor's dims with {} slices along dim {}",
          shape_string(src->shape), index->shape[0], d + 1);

@@ -195,7 +195,8 @@ void backward(const Tensor& root, std::optional<Tensor> grad) {
           "shape {}); pass the gradient: t:backward(grad)",
           shape_string(root->shape));
     }
-    seed = lazylua::expand(scalar_tensor(context, ops::Scalar::from_double(1), root->dtype), root->shape);
+    seed = lazylua::expand(scalar_tensor(context, ops::Scalar::from_double(1), root->dtype),
+                           root->shape);
   }
   GradModeOff off(context);
   if (!root->grad_fn) {

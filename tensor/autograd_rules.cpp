@@ -13,10 +13,18 @@ namespace {
 using Grads = std::vector<Tensor>;
 using ops::Scalar;
 
-Tensor add(const Tensor& a, const Tensor& b) { return lazylua::binary(BinaryOp::add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return lazylua::binary(BinaryOp::sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return lazylua::binary(BinaryOp::mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return lazylua::binary(BinaryOp::div, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return lazylua::binary(BinaryOp::add, a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return lazylua::binary(BinaryOp::sub, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return lazylua::binary(BinaryOp::mul, a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return lazylua::binary(BinaryOp::div, a, b);
+}
 Tensor mul(const Tensor& a, double s) {
   return lazylua::binary(BinaryOp::mul, a, Scalar::from_double(s));
 }
@@ -26,8 +34,12 @@ Tensor add(const Tensor& a, double s) {
 Tensor rsub(double s, const Tensor& a) {
   return lazylua::binary(BinaryOp::sub, Scalar::from_double(s), a);
 }
-Tensor neg(const Tensor& a) { return lazylua::unary(UnaryOp::neg, a); }
-Tensor apply(UnaryOp op, const Tensor& a) { return lazylua::unary(op, a); }
+Tensor neg(const Tensor& a) {
+  return lazylua::unary(UnaryOp::neg, a);
+}
+Tensor apply(UnaryOp op, const Tensor& a) {
+  return lazylua::unary(op, a);
+}
 // A comparison as 0/1 in dtype.
 Tensor indicator(BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
   return lazylua::cast(lazylua::binary(op, a, b), dtype);
@@ -35,14 +47,19 @@ Tensor indicator(BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
 Tensor indicator(BinaryOp op, const Tensor& a, double s, DType dtype) {
   return lazylua::cast(lazylua::binary(op, a, Scalar::from_double(s)), dtype);
 }
-Tensor zeros(Context* c, DType dtype, const Shape& shape) { return filled(c, 0, dtype, shape); }
-Tensor as(const Tensor& t, DType dtype) { return lazylua::cast(t, dtype); }
+Tensor zeros(Context* c, DType dtype, const Shape& shape) {
+  return filled(c, 0, dtype, shape);
+}
+Tensor as(const Tensor& t, DType dtype) {
+  return lazylua::cast(t, dtype);
+}
 
 // g of a reduction over `dim` (all dims when none) brought back to `shape`.
 Tensor unreduce(const Tensor& g, std::optional<int> dim, bool keepdim, const Shape& shape) {
   Tensor h = g;
   if (dim && !keepdim && shape.rank() > 0) h = lazylua::unsqueeze(h, *dim);
-  if (!dim && h->shape.rank() != shape.rank()) h = lazylua::reshape(h, Dims::filled(shape.rank(), 1));
+  if (!dim && h->shape.rank() != shape.rank())
+    h = lazylua::reshape(h, Dims::filled(shape.rank(), 1));
   return lazylua::expand(h, shape);
 }
 
@@ -67,23 +84,40 @@ Tensor pad(Context* c, const Tensor& g, int dim, int64_t start, const Shape& sha
 Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, const Tensor& y) {
   const DType dt = g->dtype;
   switch (op) {
-    case UnaryOp::neg: return neg(g);
-    case UnaryOp::abs: return mul(g, apply(UnaryOp::sign, x));
-    case UnaryOp::square: return mul(g, mul(x, 2.0));
-    case UnaryOp::exp: return mul(g, y);
-    case UnaryOp::expm1: return mul(g, add(y, 1.0));
-    case UnaryOp::log: return div(g, x);
-    case UnaryOp::log1p: return div(g, add(x, 1.0));
-    case UnaryOp::log2: return div(g, mul(x, std::log(2.0)));
-    case UnaryOp::sqrt: return div(mul(g, 0.5), y);
-    case UnaryOp::rsqrt: return mul(mul(g, -0.5), mul(y, mul(y, y)));
-    case UnaryOp::reciprocal: return neg(mul(g, mul(y, y)));
-    case UnaryOp::sin: return mul(g, apply(UnaryOp::cos, x));
-    case UnaryOp::cos: return neg(mul(g, apply(UnaryOp::sin, x)));
-    case UnaryOp::tan: return mul(g, add(mul(y, y), 1.0));
-    case UnaryOp::tanh: return mul(g, rsub(1.0, mul(y, y)));
-    case UnaryOp::sigmoid: return mul(g, mul(y, rsub(1.0, y)));
-    case UnaryOp::relu: return mul(g, indicator(BinaryOp::gt, x, 0.0, dt));
+    case UnaryOp::neg:
+      return neg(g);
+    case UnaryOp::abs:
+      return mul(g, apply(UnaryOp::sign, x));
+    case UnaryOp::square:
+      return mul(g, mul(x, 2.0));
+    case UnaryOp::exp:
+      return mul(g, y);
+    case UnaryOp::expm1:
+      return mul(g, add(y, 1.0));
+    case UnaryOp::log:
+      return div(g, x);
+    case UnaryOp::log1p:
+      return div(g, add(x, 1.0));
+    case UnaryOp::log2:
+      return div(g, mul(x, std::log(2.0)));
+    case UnaryOp::sqrt:
+      return div(mul(g, 0.5), y);
+    case UnaryOp::rsqrt:
+      return mul(mul(g, -0.5), mul(y, mul(y, y)));
+    case UnaryOp::reciprocal:
+      return neg(mul(g, mul(y, y)));
+    case UnaryOp::sin:
+      return mul(g, apply(UnaryOp::cos, x));
+    case UnaryOp::cos:
+      return neg(mul(g, apply(UnaryOp::sin, x)));
+    case UnaryOp::tan:
+      return mul(g, add(mul(y, y), 1.0));
+    case UnaryOp::tanh:
+      return mul(g, rsub(1.0, mul(y, y)));
+    case UnaryOp::sigmoid:
+      return mul(g, mul(y, rsub(1.0, y)));
+    case UnaryOp::relu:
+      return mul(g, indicator(BinaryOp::gt, x, 0.0, dt));
     case UnaryOp::gelu: {
       // d/dx x Phi(x) = Phi(x) + x phi(x), with Phi(x) = gelu(x) / x (1/2 at 0).
       const Tensor zero = indicator(BinaryOp::eq, x, 0.0, DType::boolean);
@@ -175,9 +209,9 @@ Tensor binary_node(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
   return attach(out, binary_op_name(op), {a_is_scalar ? Tensor{} : a, b_is_scalar ? Tensor{} : b},
                 [=](const Tensor& g) -> Grads {
                   const DType dt = g->dtype;
-                  auto [ga, gb] = binary_grad(op, c, g, as(restore(c, sa), dt),
-                                              as(restore(c, sb), dt), restore(c, sy), want_a,
-                                              want_b);
+                  auto [ga, gb] =
+                      binary_grad(op, c, g, as(restore(c, sa), dt), as(restore(c, sb), dt),
+                                  restore(c, sy), want_a, want_b);
                   return {ga, gb};
                 });
 }
@@ -235,7 +269,8 @@ Tensor clamp(const Tensor& a, std::optional<Scalar> low, std::optional<Scalar> h
     const Tensor x = restore(c, sx);
     Tensor inside = filled(c, 1, g->dtype, g->shape);
     if (low) inside = mul(inside, lazylua::cast(lazylua::binary(BinaryOp::ge, x, *low), g->dtype));
-    if (high) inside = mul(inside, lazylua::cast(lazylua::binary(BinaryOp::le, x, *high), g->dtype));
+    if (high)
+      inside = mul(inside, lazylua::cast(lazylua::binary(BinaryOp::le, x, *high), g->dtype));
     return {mul(g, inside)};
   });
 }
@@ -416,9 +451,8 @@ Tensor flatten(const Tensor& a, int start_dim, int end_dim) {
 
 Tensor transpose(const Tensor& a, int dim_a, int dim_b) {
   Tensor out = lazylua::transpose(a, dim_a, dim_b);
-  return attach(out, "transpose", {a}, [=](const Tensor& g) -> Grads {
-    return {lazylua::transpose(g, dim_a, dim_b)};
-  });
+  return attach(out, "transpose", {a},
+                [=](const Tensor& g) -> Grads { return {lazylua::transpose(g, dim_a, dim_b)}; });
 }
 
 Tensor permute(const Tensor& a, const std::vector<int>& order) {

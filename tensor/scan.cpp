@@ -92,9 +92,10 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
           auto extra = std::find(extra_xs.begin(), extra_xs.end(), node);
           NodeRef placeholder =
               extra != extra_xs.end()
-                  ? make_placeholder(node->dtype, node->shape,
-                                     trace.carries + trace.xs + static_cast<int>(extra - extra_xs.begin()),
-                                     node->location)
+                  ? make_placeholder(
+                        node->dtype, node->shape,
+                        trace.carries + trace.xs + static_cast<int>(extra - extra_xs.begin()),
+                        node->location)
                   : captured_placeholder(node);
           found = captured_copies.emplace(node, placeholder).first;
         }
@@ -144,7 +145,8 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
           position[node] = index;
           graph.nodes.push_back(node);
           body->nodes.push_back(NodeRef(const_cast<Node*>(node)));
-          for (const NodeRef& input : node->inputs) graph.input_positions.push_back(position.at(input.get()));
+          for (const NodeRef& input : node->inputs)
+            graph.input_positions.push_back(position.at(input.get()));
           graph.input_offsets.push_back(static_cast<int>(graph.input_positions.size()));
           if (node->is_leaf() && node->op != Op::constant) graph.parameters.push_back(index);
         }
@@ -154,8 +156,10 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
     graph.outputs.push_back(position.at(output.get()));
   }
   uint64_t hash = hash_mix(0x7363616eULL, graph.nodes.size());
-  hash = hash_mix(hash, static_cast<uint64_t>(body->carries) << 32 | static_cast<uint32_t>(body->xs));
-  hash = hash_mix(hash, static_cast<uint64_t>(body->captured) << 32 | static_cast<uint32_t>(body->ys));
+  hash =
+      hash_mix(hash, static_cast<uint64_t>(body->carries) << 32 | static_cast<uint32_t>(body->xs));
+  hash =
+      hash_mix(hash, static_cast<uint64_t>(body->captured) << 32 | static_cast<uint32_t>(body->ys));
   for (size_t i = 0; i < graph.nodes.size(); i++) {
     const Node* node = graph.nodes[i];
     hash = hash_mix(hash, node->local_hash);
@@ -192,9 +196,9 @@ std::vector<Tensor> record_scan(Context* context, Ref<ScanBody> body, int64_t le
   body->total_bytes = std::max<int64_t>(offset, 1);
   const SourceLocation location = context->current_location();
   context->metrics.ops_recorded++;
-  NodeRef node = make_node(Op::scan, 0, DType::boolean, Shape{body->total_bytes}, inputs,
-                           {body->carries, body->xs, body->captured, body->ys, length, reverse},
-                           location);
+  NodeRef node =
+      make_node(Op::scan, 0, DType::boolean, Shape{body->total_bytes}, inputs,
+                {body->carries, body->xs, body->captured, body->ys, length, reverse}, location);
   node->body = body;
   node->local_hash = hash_mix(node->local_hash, body->hash);
   node->hash = hash_mix(node->hash, body->hash);
@@ -210,7 +214,8 @@ std::vector<Tensor> record_scan(Context* context, Ref<ScanBody> body, int64_t le
 
 BodyTrace::BodyTrace(Context* context, const std::vector<Tensor>& carry_like,
                      const std::vector<std::pair<DType, Shape>>& x_like)
-    : context_(context), carries(static_cast<int>(carry_like.size())),
+    : context_(context),
+      carries(static_cast<int>(carry_like.size())),
       xs(static_cast<int>(x_like.size())) {
   const SourceLocation location = context->current_location();
   saved_created_ = context->scan_created;
@@ -277,9 +282,10 @@ void check_carries(const std::vector<Tensor>& init, const std::vector<Tensor>& o
   }
   for (size_t k = 0; k < init.size(); k++) {
     if (out[k]->dtype != init[k]->dtype || out[k]->shape != init[k]->shape) {
-      fail("scan: carry {} is {} going into the body but {} coming out; a carry must keep its "
-           "shape and dtype",
-           k + 1, describe(init[k]->dtype, init[k]->shape), describe(out[k]->dtype, out[k]->shape));
+      fail(
+          "scan: carry {} is {} going into the body but {} coming out; a carry must keep its "
+          "shape and dtype",
+          k + 1, describe(init[k]->dtype, init[k]->shape), describe(out[k]->dtype, out[k]->shape));
     }
   }
 }
@@ -319,7 +325,8 @@ std::vector<Tensor> eager_scan(Context* context, const ScanFunction& fn,
 }  // namespace
 
 std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::vector<Tensor>& init,
-                         const std::vector<Tensor>& xs, int64_t length, const ScanOptions& options) {
+                         const std::vector<Tensor>& xs, int64_t length,
+                         const ScanOptions& options) {
   if (length < 1) fail("scan: the length must be at least 1, got {}", length);
   for (size_t k = 0; k < xs.size(); k++) {
     if (xs[k]->shape.rank() == 0 || xs[k]->shape[0] != length) {
@@ -372,7 +379,8 @@ std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::ve
   for (const NodeRef& node : captured) inputs.push_back(node);
   std::vector<Tensor> results =
       scan_detail::record_scan(context, recorded, length, options.reverse, inputs);
-  std::vector<Tensor> saved_carries(results.begin() + static_cast<long>(traced.size()), results.end());
+  std::vector<Tensor> saved_carries(results.begin() + static_cast<long>(traced.size()),
+                                    results.end());
   results.resize(traced.size());
   if (needs_gradient) {
     scan_detail::attach_gradient(context, body, saving, length, options, inputs, init, xs,
@@ -429,7 +437,8 @@ Array evaluate_scan(const Node& node, const std::vector<Array>& inputs) {
     }
     for (int k = 0; k < body.carries; k++) carries[k] = contiguous(values[graph.outputs[k]]);
     for (int k = 0; k < body.ys; k++) {
-      copy_kernel(values[graph.outputs[body.carries + k]], outputs[body.carries + k].selected(0, t));
+      copy_kernel(values[graph.outputs[body.carries + k]],
+                  outputs[body.carries + k].selected(0, t));
     }
   }
   for (int k = 0; k < body.carries; k++) copy_kernel(carries[k], outputs[k]);

@@ -48,7 +48,7 @@ using ScanFunction = std::function<std::pair<std::vector<Tensor>, std::vector<Te
     const std::vector<Tensor>& carries, const std::vector<Tensor>& xs)>;
 
 struct ScanOptions {
-  bool reverse = false;           // iterate from the last slice to the first
+  bool reverse = false;            // iterate from the last slice to the first
   bool recompute_carries = false;  // backward recomputes carries instead of saving them
 };
 

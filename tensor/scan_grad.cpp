@@ -113,7 +113,8 @@ Tensor replay_node(Context* context, const Node& node, const std::vector<Tensor>
 
 }  // namespace
 
-std::vector<Tensor> replay(Context* context, const ScanBody& body, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> replay(Context* context, const ScanBody& body,
+                           const std::vector<Tensor>& inputs) {
   const Graph& graph = body.graph;
   std::vector<Tensor> values(graph.nodes.size());
   std::vector<Tensor> args;
@@ -178,6 +179,32 @@ namespace {
 
 Tensor zeros_like_shape(Context* context, DType dtype, const Shape& shape) {
   return autograd::filled(context, 0, dtype, shape);
+}
+
+// The gradients of a scan's inputs (carries, xs, captured values) from
+// the backward scan's results: initial-carry gradients, summed captured
+// gradients, then the xs' gradients.
+std::vector<Tensor> input_gradients(const std::vector<Tensor>& back, int nc,
+                                    const std::vector<bool>& want_x,
+                                    const std::vector<Tensor>& captured_tensors) {
+  std::vector<Tensor> result;
+  size_t next = 0;
+  for (int k = 0; k < nc; k++) result.push_back(back[next++]);
+  std::vector<Tensor> captured_grads;
+  for (const Tensor& t : captured_tensors) captured_grads.push_back(t ? back[next++] : Tensor{});
+  for (bool wanted : want_x) result.push_back(wanted ? back[next++] : Tensor{});
+  for (const Tensor& g : captured_grads) result.push_back(g);
+  return result;
+}
+
+// The scan's float results share one GradNode, each as its own output.
+void give_grad_fn(const std::vector<Tensor>& results, const Ref<GradNode>& node) {
+  for (size_t k = 0; k < results.size(); k++) {
+    if (!is_floating(results[k]->dtype)) continue;
+    results[k]->requires_grad = true;
+    results[k]->grad_fn = node;
+    results[k]->grad_output = static_cast<int>(k);
+  }
 }
 
 // The replay's inputs for one iteration: the carries and xs given, marked
@@ -249,8 +276,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> iteration_gradients(
 std::vector<Tensor> backward_scan(Context* context, const ScanBody& body, int64_t length,
                                   bool reverse, const std::vector<Tensor>& final_carry_grads,
                                   const std::vector<Tensor>& carry_sequences,
-                                  const std::vector<Tensor>& xs,
-                                  const std::vector<Tensor>& y_grads,
+                                  const std::vector<Tensor>& xs, const std::vector<Tensor>& y_grads,
                                   const std::vector<NodeRef>& captured,
                                   const std::vector<Tensor>& captured_tensors,
                                   const std::vector<bool>& want_x) {
@@ -278,7 +304,8 @@ std::vector<Tensor> backward_scan(Context* context, const ScanBody& body, int64_
   try {
     BodyTrace trace(context, init, slice_like);
     const int nc = body.carries, nx = body.xs;
-    const std::vector<Tensor> carries(trace.x_placeholders.begin(), trace.x_placeholders.begin() + nc);
+    const std::vector<Tensor> carries(trace.x_placeholders.begin(),
+                                      trace.x_placeholders.begin() + nc);
     const std::vector<Tensor> slices(trace.x_placeholders.begin() + nc,
                                      trace.x_placeholders.begin() + nc + nx);
     const std::vector<Tensor> replay_inputs =
@@ -288,10 +315,10 @@ std::vector<Tensor> backward_scan(Context* context, const ScanBody& body, int64_
                                           trace.carry_placeholders.begin() + nc);
     const std::vector<Tensor> running(trace.carry_placeholders.begin() + nc,
                                       trace.carry_placeholders.end());
-    const std::vector<Tensor> y_grads(trace.x_placeholders.begin() + nc + nx,
-                                      trace.x_placeholders.end());
+    const std::vector<Tensor> y_grad_slices(trace.x_placeholders.begin() + nc + nx,
+                                            trace.x_placeholders.end());
     auto [carry_out, ys] = iteration_gradients(context, nc, nx, replay_inputs, outs, carry_grads,
-                                               y_grads, running, grad_captured, want_x);
+                                               y_grad_slices, running, grad_captured, want_x);
     autograd::set_grad_enabled(context, false);
     std::vector<NodeRef> outputs;
     for (const Tensor& t : carry_out) outputs.push_back(value_of(t));
@@ -354,7 +381,8 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
   node->backward_multi = [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
     std::vector<Tensor> final_grads, y_grads, sequences, x_values;
     for (int k = 0; k < nc; k++) {
-      final_grads.push_back(grads[k] ? grads[k] : zeros_like_shape(context, carry_dtypes[k], carry_shapes[k]));
+      final_grads.push_back(grads[k] ? grads[k]
+                                     : zeros_like_shape(context, carry_dtypes[k], carry_shapes[k]));
     }
     for (int k = 0; k < ny; k++) {
       y_grads.push_back(grads[nc + k] ? grads[nc + k]
@@ -363,30 +391,19 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
     for (const autograd::Saved& x : saved_xs) x_values.push_back(autograd::restore(context, x));
     if (saved_sequences.empty()) {
       // Recompute: the forward scan again, keeping the carries this time.
-      const std::vector<Tensor> again = record_scan(context, saving, length, reverse, forward_inputs);
+      const std::vector<Tensor> again =
+          record_scan(context, saving, length, reverse, forward_inputs);
       sequences.assign(again.begin() + nc + ny, again.end());
     } else {
-      for (const autograd::Saved& s : saved_sequences) sequences.push_back(autograd::restore(context, s));
+      for (const autograd::Saved& s : saved_sequences)
+        sequences.push_back(autograd::restore(context, s));
     }
-    const std::vector<Tensor> back = backward_scan(context, *body, length, reverse, final_grads,
-                                                   sequences, x_values, y_grads, captured,
-                                                   captured_tensors, want_x);
-    // back: initial-carry grads, summed captured grads, then xs grads.
-    std::vector<Tensor> result;
-    size_t next = 0;
-    for (int k = 0; k < nc; k++) result.push_back(back[next++]);
-    std::vector<Tensor> captured_grads;
-    for (const Tensor& t : captured_tensors) captured_grads.push_back(t ? back[next++] : Tensor{});
-    for (int k = 0; k < nx; k++) result.push_back(want_x[k] ? back[next++] : Tensor{});
-    for (const Tensor& g : captured_grads) result.push_back(g);
-    return result;
+    const std::vector<Tensor> back =
+        backward_scan(context, *body, length, reverse, final_grads, sequences, x_values, y_grads,
+                      captured, captured_tensors, want_x);
+    return input_gradients(back, nc, want_x, captured_tensors);
   };
-  for (int k = 0; k < nc + ny; k++) {
-    if (!is_floating(results[k]->dtype)) continue;
-    results[k]->requires_grad = true;
-    results[k]->grad_fn = node;
-    results[k]->grad_output = k;
-  }
+  give_grad_fn(results, node);
 }
 
 }  // namespace lazylua::scan_detail
@@ -426,9 +443,8 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
   std::vector<NodeRef> residual_refs;  // keep them alive past the backward trace
   try {
     BodyTrace f(context, init, x_like);
-    const std::vector<Tensor> inputs = gradient_inputs(context, f.carry_placeholders,
-                                                       f.x_placeholders, captured,
-                                                       captured_tensors, want_x);
+    const std::vector<Tensor> inputs = gradient_inputs(
+        context, f.carry_placeholders, f.x_placeholders, captured, captured_tensors, want_x);
     const std::vector<Tensor> outs = replay(context, *body0, inputs);
     std::vector<NodeRef> out_nodes;
     for (const Tensor& t : outs) out_nodes.push_back(value_of(t));
@@ -505,15 +521,18 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
   node->backward_multi = [=](const std::vector<Tensor>& grads) -> std::vector<Tensor> {
     std::vector<NodeRef> b_inputs;
     for (int k = 0; k < nc; k++) {
-      const Tensor g = grads[k] ? grads[k] : autograd::filled(context, 0, out_dtypes[k], out_shapes[k]);
+      const Tensor g =
+          grads[k] ? grads[k] : autograd::filled(context, 0, out_dtypes[k], out_shapes[k]);
       b_inputs.push_back(value_of(g));
     }
     for (size_t j = 0; j < captured_dtypes.size(); j++) {
-      b_inputs.push_back(value_of(autograd::filled(context, 0, captured_dtypes[j], captured_shapes[j])));
+      b_inputs.push_back(
+          value_of(autograd::filled(context, 0, captured_dtypes[j], captured_shapes[j])));
     }
     for (int k = 0; k < ny; k++) {
-      const Tensor g = grads[nc + k] ? grads[nc + k]
-                                     : autograd::filled(context, 0, out_dtypes[nc + k], out_shapes[nc + k]);
+      const Tensor g = grads[nc + k]
+                           ? grads[nc + k]
+                           : autograd::filled(context, 0, out_dtypes[nc + k], out_shapes[nc + k]);
       b_inputs.push_back(value_of(g));
     }
     for (const autograd::Saved& s : saved_residuals) {
@@ -521,21 +540,9 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
     }
     for (const NodeRef& n : backward_captured) b_inputs.push_back(n);
     const std::vector<Tensor> back = record_scan(context, backward, length, !reverse, b_inputs);
-    std::vector<Tensor> result;
-    size_t next = 0;
-    for (int k = 0; k < nc; k++) result.push_back(back[next++]);
-    std::vector<Tensor> captured_grads;
-    for (const Tensor& t : captured_tensors) captured_grads.push_back(t ? back[next++] : Tensor{});
-    for (int k = 0; k < nx; k++) result.push_back(want_x[k] ? back[next++] : Tensor{});
-    for (const Tensor& g : captured_grads) result.push_back(g);
-    return result;
+    return input_gradients(back, nc, want_x, captured_tensors);
   };
-  for (int k = 0; k < nc + ny; k++) {
-    if (!is_floating(results[k]->dtype)) continue;
-    results[k]->requires_grad = true;
-    results[k]->grad_fn = node;
-    results[k]->grad_output = k;
-  }
+  give_grad_fn(results, node);
   return results;
 }
 

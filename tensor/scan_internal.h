@@ -58,7 +58,8 @@ std::vector<Tensor> record_scan(Context* context, Ref<ScanBody> body, int64_t le
 
 // The body's outputs recomputed from `inputs` with autograd's ops, so that
 // gradients can flow through one iteration.
-std::vector<Tensor> replay(Context* context, const ScanBody& body, const std::vector<Tensor>& inputs);
+std::vector<Tensor> replay(Context* context, const ScanBody& body,
+                           const std::vector<Tensor>& inputs);
 
 }  // namespace lazylua::scan_detail
 
@@ -77,8 +78,7 @@ std::vector<Tensor> differentiable_captures(Context* context, const std::vector<
 // body: the forward body; saving: the same with the carries entering each
 // iteration as extra ys (what a recomputing backward runs first).
 void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<ScanBody>& saving,
-                     int64_t length,
-                     const ScanOptions& options, const std::vector<NodeRef>& inputs,
+                     int64_t length, const ScanOptions& options, const std::vector<NodeRef>& inputs,
                      const std::vector<Tensor>& init, const std::vector<Tensor>& xs,
                      const std::vector<Tensor>& captured_tensors,
                      const std::vector<Tensor>& results, const std::vector<Tensor>& saved_carries);
