@@ -214,9 +214,9 @@ std::vector<Tensor> record_scan(Context* context, Ref<ScanBody> body, int64_t le
 
 BodyTrace::BodyTrace(Context* context, const std::vector<Tensor>& carry_like,
                      const std::vector<std::pair<DType, Shape>>& x_like)
-    : context_(context),
-      carries(static_cast<int>(carry_like.size())),
-      xs(static_cast<int>(x_like.size())) {
+    : carries(static_cast<int>(carry_like.size())),
+      xs(static_cast<int>(x_like.size())),
+      context_(context) {
   const SourceLocation location = context->current_location();
   saved_created_ = context->scan_created;
   context->scan_created = &created_;
