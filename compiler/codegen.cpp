@@ -364,16 +364,22 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
                                                        : KernelError::integer_modulo_by_zero;
     errors += fmt::format("if (e{}) return {};\n", checked, error_code(checked, error));
   }
-  std::string& source = plan_.source;
-  source +=
-      fmt::format("\nLZK_INLINE int {}_run({}int64_t begin, int64_t end) {{\n", name, parameters);
-  source += flags + prologue_ + body + errors + "return 0;\n}\n";
-  source += fmt::format("int {0}(char* const* buffers, int64_t begin, int64_t end) {{\n", name);
-  source += fmt::format("  return {}_run({}begin, end);\n}}\n", name, casts);
+  // Kernels of identical text (the updates of same-shaped parameters, the
+  // layers of an unrolled stack) are one C function: the compiler's time
+  // goes by distinct kernels, not by steps.
+  std::string text = fmt::format("({}int64_t begin, int64_t end) {{\n", parameters) + flags +
+                     prologue_ + body + errors + "return 0;\n}\n";
+  auto [known, added] = functions_by_text_.emplace(std::move(text), name);
+  if (added) {
+    std::string& source = plan_.source;
+    source += fmt::format("\nLZK_INLINE int {}_run", name) + known->first;
+    source += fmt::format("int {0}(char* const* buffers, int64_t begin, int64_t end) {{\n", name);
+    source += fmt::format("  return {}_run({}begin, end);\n}}\n", name, casts);
+  }
 
   Step step;
   step.kind = Step::Kind::kernel;
-  step.function = name;
+  step.function = known->second;
   step.iterations = iterations;
   step.grain = std::max<int64_t>(1, grain);
   step.slots = arguments_;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/codegen.h"
@@ -102,8 +103,9 @@ class KernelWriter {
   std::vector<bool> emitted_;
   std::set<int> checked_;  // instructions whose integer divisors are checked
   std::string prologue_;
-  std::vector<int> same_element_reads_;  // Step::same_element_reads
-  std::string name_prefix_;              // of the kernels' C names
+  std::vector<int> same_element_reads_;                             // Step::same_element_reads
+  std::string name_prefix_;                                         // of the kernels' C names
+  std::unordered_map<std::string, std::string> functions_by_text_;  // C text -> function
 };
 
 }  // namespace lazylua::compiler

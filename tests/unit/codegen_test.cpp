@@ -263,6 +263,32 @@ TEST_F(Codegen, MatmulAndReferenceStepsBetweenKernels) {
   check(record({binary(BinaryOp::mul, picked, picked), cat({x, x}, 0)}), 1e-5, 1e-6, "indexing");
 }
 
+TEST_F(Codegen, IdenticalKernelsShareOneFunction) {
+  // Two layers' updates: same shapes, same ops, other data.
+  const Tensor w1 = data({64, 32}), g1 = data({64, 32}), w2 = data({64, 32}), g2 = data({64, 32});
+  auto update = [](const Tensor& w, const Tensor& g) {
+    return binary(BinaryOp::sub, w, binary(BinaryOp::mul, g, ops::Scalar::from_double(0.1)));
+  };
+  const Tensor a = update(w1, g1), b = update(w2, g2);
+  // A reduction in between keeps the two from fusing into one kernel.
+  const Tensor total = reduce(ReduceOp::sum, a, std::nullopt, false);
+  const Plan& plan = check(record({a, total, b}), 1e-6, 1e-5);
+  EXPECT_EQ(count_steps(plan, Step::Kind::kernel), 3) << plan.summary;
+  std::vector<std::string> functions;
+  for (const Step& step : plan.steps) {
+    if (step.kind == Step::Kind::kernel) functions.push_back(step.function);
+  }
+  ASSERT_EQ(functions.size(), 3u);
+  EXPECT_EQ(functions[0], functions[2]) << "the two updates should share their C function";
+  EXPECT_NE(functions[0], functions[1]);
+  size_t definitions = 0;
+  for (size_t at = plan.source.find("(char* const* buffers"); at != std::string::npos;
+       at = plan.source.find("(char* const* buffers", at + 1)) {
+    definitions++;
+  }
+  EXPECT_EQ(definitions, 2u) << "one definition per distinct kernel";
+}
+
 TEST_F(Codegen, IntegerDivisionByZeroReturnsTheErrorCode) {
   for (DType dtype : {DType::i32, DType::i64}) {
     for (BinaryOp op : {BinaryOp::floordiv, BinaryOp::mod}) {
