@@ -26,6 +26,8 @@
 #include "tensor/kernels/simd.h"
 #include "tensor/thread_pool.h"
 
+extern "C" void openblas_set_num_threads(int num_threads);
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -213,6 +215,10 @@ void matmul(Interpreter& lua, const char* function, int64_t m, int64_t k, int64_
   lua.time(function, 1);
   for (int r = 0; r < repetitions; ++r) {
     lua_time.add(lua.time(function, calls) / calls);
+    // lazylua runs OpenBLAS single-threaded and splits products on its own
+    // pool; the reference is OpenBLAS with its own threads, as a C program
+    // calling it would have them.
+    openblas_set_num_threads(lazylua::thread_count());
     blas_time.add(seconds([&] {
                     for (int i = 0; i < calls; ++i) {
                       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.get(),
@@ -220,6 +226,7 @@ void matmul(Interpreter& lua, const char* function, int64_t m, int64_t k, int64_
                     }
                   }) /
                   calls);
+    openblas_set_num_threads(1);
   }
   const double flops = 2.0 * m * k * n;
   const double ratio = blas_time.value / lua_time.value;
