@@ -168,6 +168,7 @@ class NativeExecutor final : public Executor {
     if (mode_ == CompileMode::off) return reference_->run(graph, metrics);
     std::shared_ptr<CompiledProgram> entry = find(graph.key);
     if (!entry) {
+      metrics.memory_cache_misses++;
       entry = std::make_shared<CompiledProgram>();
       remember(graph.key, entry);
       Program program = program_from_graph(graph);

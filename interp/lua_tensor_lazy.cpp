@@ -88,6 +88,7 @@ int metrics(lua_State* L) {
   set_integer(L, "compiles", m.compiles);
   set_number(L, "compile_seconds", m.compile_seconds);
   set_integer(L, "cache_hits", m.memory_cache_hits);
+  set_integer(L, "cache_misses", m.memory_cache_misses);
   set_integer(L, "disk_hits", m.disk_cache_hits);
   set_integer(L, "native_runs", m.native_runs);
   set_integer(L, "interpreted_runs", m.interpreted_runs);

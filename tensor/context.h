@@ -78,6 +78,7 @@ struct Metrics {
   int64_t compiles = 0;            // programs built into native code
   double compile_seconds = 0;      // their build time (on the compile thread)
   int64_t memory_cache_hits = 0;   // runs of a program compiled before
+  int64_t memory_cache_misses = 0;  // programs not in memory: built, or loaded from disk
   int64_t disk_cache_hits = 0;     // programs loaded from the disk cache
   int64_t native_runs = 0;         // graphs run by native code
   int64_t interpreted_runs = 0;    // graphs run by the reference interpreter
