@@ -229,12 +229,23 @@ class NativeExecutor final : public Executor {
     int code;
   };
 
+  // `places` (optional, per program output): contiguous memory where that
+  // output should be computed (a scan body's y goes straight into its row
+  // of the stacked result).
   std::vector<Array> run_plan(const Plan& plan, const Program& program,
                               const std::vector<Array>& inputs, Metrics& metrics,
-                              bool* inputs_overwritten) {
+                              bool* inputs_overwritten,
+                              const std::vector<Array>* places = nullptr) {
     std::vector<Array> slots(plan.slots.size());
     for (size_t s = 0; s < plan.slots.size(); s++) {
       if (plan.slots[s].input_index >= 0) slots[s] = contiguous(inputs[plan.slots[s].input_index]);
+    }
+    for (size_t k = 0; places && k < places->size(); k++) {
+      const Array& place = (*places)[k];
+      const int s = plan.outputs[k];
+      if (!place.defined() || slots[s].defined() || !place.is_contiguous()) continue;
+      if (place.dtype != plan.slots[s].dtype || place.shape != plan.slots[s].shape) continue;
+      slots[s] = place;
     }
     std::vector<Array> arguments;
     std::vector<char*> buffers;
@@ -275,14 +286,19 @@ class NativeExecutor final : public Executor {
       }
       const Instruction& instruction = program.instructions[step.instruction];
       Array result;
+      Array& out = slots[step.slots.back()];
       if (step.kind == Step::Kind::matmul) {
-        result = ops::matmul(arguments[0], arguments[1]);
+        result = ops::matmul_into(arguments[0], arguments[1], out);
       } else {
         metrics.fallbacks++;
         metrics.fallbacks_by_op[instruction.name()]++;
         result = evaluate_instruction(instruction, arguments);
       }
-      slots[step.slots.back()] = contiguous(result);
+      if (!out.defined()) {
+        out = contiguous(result);
+      } else if (result.buffer != out.buffer || result.offset != out.offset) {
+        copy_kernel(result, out);  // a placed output
+      }
     }
     std::vector<Array> outputs;
     outputs.reserve(plan.outputs.size());
@@ -306,13 +322,18 @@ class NativeExecutor final : public Executor {
     for (int k = 0; k < inputs_count; k++) inputs[k] = slots[step.slots[k]];
     const std::vector<Array> xs(inputs.begin() + nc, inputs.begin() + nc + nx);
     bool unused = false;
+    std::vector<Array> places(nc + body.ys);
     for (int64_t i = 0; i < body.length; i++) {
       const int64_t t = body.reverse ? body.length - 1 - i : i;
       for (int k = 0; k < nx; k++) inputs[nc + k] = xs[k].selected(0, t);
-      std::vector<Array> results = run_plan(scan.plan, scan.program, inputs, metrics, &unused);
+      for (int k = 0; k < body.ys; k++) places[nc + k] = outputs[nc + k].selected(0, t);
+      std::vector<Array> results =
+          run_plan(scan.plan, scan.program, inputs, metrics, &unused, &places);
       for (int k = 0; k < nc; k++) inputs[k] = std::move(results[k]);
       for (int k = 0; k < body.ys; k++) {
-        copy_kernel(results[nc + k], outputs[nc + k].selected(0, t));
+        const Array& row = places[nc + k];
+        const Array& y = results[nc + k];
+        if (y.buffer != row.buffer || y.offset != row.offset) copy_kernel(y, row);
       }
     }
     for (int k = 0; k < nc; k++) copy_kernel(inputs[k], outputs[k]);

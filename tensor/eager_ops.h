@@ -78,6 +78,9 @@ Array cumsum(const Array& a, int dim);
 // Linear algebra: matmul follows torch.matmul (1-D, 2-D, batched with
 // broadcast batch dims).
 Array matmul(const Array& a, const Array& b);
+// The same, written into `out` when it is contiguous and of the result's
+// dtype and size (the compiler's plans place results where they belong).
+Array matmul_into(const Array& a, const Array& b, const Array& out);
 
 // Views: share a's buffer.
 Array view(const Array& a, const Shape& shape);     // Error if not viewable; -1 allowed

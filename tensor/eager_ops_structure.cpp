@@ -147,6 +147,10 @@ Array cumsum(const Array& a, int dim) {
 // ---- Matmul ----
 
 Array matmul(const Array& a, const Array& b) {
+  return matmul_into(a, b, Array{});
+}
+
+Array matmul_into(const Array& a, const Array& b, const Array& into) {
   if (a.rank() == 0 || b.rank() == 0) {
     fail("matmul: both arguments need at least 1 dimension, got shapes {} and {}",
          shape_string(a.shape), shape_string(b.shape));
@@ -182,9 +186,13 @@ Array matmul(const Array& a, const Array& b) {
   Shape out_shape = batch_shape;
   if (a.rank() > 1) out_shape.push_back(rows);
   if (b.rank() > 1) out_shape.push_back(cols);
-  Array out = Array::empty(Shape{batch, rows, cols}, type, "matmul");
+  const bool fits = into.defined() && into.is_contiguous() && into.dtype == type &&
+                    into.numel() == batch * rows * cols;
+  Array out = fits ? into.view_as(Shape{batch, rows, cols}, contiguous_strides(Shape{batch, rows, cols}),
+                                  into.offset)
+                   : Array::empty(Shape{batch, rows, cols}, type, "matmul");
   if (!in_meta_scope()) matmul_kernel(left3, right3, out);
-  return out.view_as(out_shape, contiguous_strides(out_shape), 0);
+  return out.view_as(out_shape, contiguous_strides(out_shape), out.offset);
 }
 
 // ---- Views ----
