@@ -171,13 +171,25 @@ int tensor_le(lua_State* L) {
   return 1;
 }
 
-// The nearest Lua function on the stack above the running C function: for
-// print(t), whose __tostring is ours, that is the caller of print.
-bool nearest_lua_frame(lua_State* L, lua_Debug* info) {
-  for (int level = 1; level < 16 && lua_getstack(L, level, info); level++) {
-    if (lua_getinfo(L, "Sl", info) && info->currentline > 0) return true;
+
+// The nearest Lua function on the stack above the running C function (for
+// print(t), whose __tostring is ours, the caller of print) outside the
+// embedded stdlib (chunks "@stdlib/..."), or the nearest one when all are
+// inside: an op that nn or optim records, or an error one of their tensor
+// ops raises, is located at the script's line that called them.
+bool nearest_user_frame(lua_State* L, lua_Debug* info) {
+  bool found = false;
+  lua_Debug frame;
+  for (int level = 1; level < 24 && lua_getstack(L, level, &frame); level++) {
+    if (!lua_getinfo(L, "Sl", &frame) || frame.currentline <= 0) continue;
+    if (!found) *info = frame;
+    found = true;
+    if (std::strncmp(frame.source, "@stdlib/", 8) != 0) {
+      *info = frame;
+      return true;
+    }
   }
-  return false;
+  return found;
 }
 
 // Where the running Lua code is. The chunk name is interned once per source
@@ -185,7 +197,7 @@ bool nearest_lua_frame(lua_State* L, lua_Debug* info) {
 SourceLocation lua_location(void* user) {
   auto* L = static_cast<lua_State*>(user);
   lua_Debug info;
-  if (!L || !nearest_lua_frame(L, &info)) return {};
+  if (!L || !nearest_user_frame(L, &info)) return {};
   Context* context = tensor_context(L);
   thread_local const char* last_source = nullptr;
   thread_local const char* last_chunk = nullptr;
@@ -387,7 +399,7 @@ int run_guarded(lua_State* L, Body body) {
     std::snprintf(message, sizeof message, "%s", error.what());
   }
   lua_Debug info;
-  if (nearest_lua_frame(L, &info)) {
+  if (nearest_user_frame(L, &info)) {
     lua_pushfstring(L, "%s:%d: %s", info.short_src, info.currentline, message);
   } else {
     lua_pushstring(L, message);
