@@ -246,6 +246,22 @@ void check_not_failed(const TensorImpl& t) {
   if (!t.error.empty()) fail("this tensor's value could not be computed: {}", t.error);
 }
 
+// A contiguous view of data (a batch narrowed from a dataset, a row
+// selected) as a graph input of its own: the graph's key then has the
+// view's shape and not its offset, so the next batch runs the same
+// compiled program instead of a new one. Null when the view is not such.
+NodeRef data_view_parameter(const Tensor& t) {
+  const TensorImpl& base = *t->base;
+  if (base.pending || !base.data.defined()) return NodeRef{};
+  Array view = base.data;
+  for (const ViewStep& step : t->steps) {
+    if (step.op == Op::expand || step.op == Op::permute) return NodeRef{};
+    view = apply_step(step, view);
+  }
+  if (view.buffer != base.data.buffer || !view.is_contiguous()) return NodeRef{};
+  return make_parameter(view, t->context->current_location());
+}
+
 }  // namespace
 
 NodeRef value_of(const Tensor& t) {
@@ -253,8 +269,11 @@ NodeRef value_of(const Tensor& t) {
   if (t->is_lazy_view()) {
     NodeRef base_value = value_of(t->base);
     if (t->view_cache && t->view_cache_base == base_value) return t->view_cache;
-    NodeRef value = base_value;
-    for (const ViewStep& step : t->steps) value = apply_step(t->context.get(), step, value);
+    NodeRef value = data_view_parameter(t);
+    if (!value) {
+      value = base_value;
+      for (const ViewStep& step : t->steps) value = apply_step(t->context.get(), step, value);
+    }
     t->view_cache = value;
     t->view_cache_base = base_value;
     return value;

@@ -202,4 +202,36 @@ h.test("0 and 1 are constants, other numbers are scalar parameters", function()
   h.check(r3, "f32", {{1.5, 2.5}, {3.5, 4.5}})
 end)
 
+h.test("batches narrowed from a data tensor run one graph", function()
+  -- A view of data is a graph input of its own: the key holds its shape,
+  -- not its offset, so every full batch reuses the first batch's graph.
+  local X = tensor.arange(1, 401):float():reshape(100, 4)
+  tensor.mark_step()
+  local w = tensor.new({{1}, {0.5}, {0.25}, {0.125}})
+  local sums = {}
+  tensor.reset_metrics()
+  for first = 1, 100, 16 do
+    local n = math.min(16, 100 - first + 1)
+    sums[#sums + 1] = X:narrow(1, first, n):matmul(w):sum():item()
+  end
+  local m = tensor.metrics()
+  if not tensor.is_eager() then
+    assert(m.distinct_graphs == 2, "full batches and the last partial one: " .. m.distinct_graphs)
+  end
+  -- row r of X is 4r-3 .. 4r: each row's product is 1.875 * (4r - 3) + 0.5 + 0.5 + 0.375
+  for b, got in ipairs(sums) do
+    local want = 0
+    for r = (b - 1) * 16 + 1, math.min(b * 16, 100) do
+      want = want + (4 * r - 3) * 1.875 + 1 * 0.5 + 2 * 0.25 + 3 * 0.125
+    end
+    assert(math.abs(got - want) < 1e-3 * want, string.format("batch %d: %g vs %g", b, got, want))
+  end
+  -- a row selected, and a write into the base after the view was read
+  local row = X[3]
+  local before = row:sum()
+  X:narrow(1, 3, 1):fill_(0)
+  h.eq(before:item(), 9 + 10 + 11 + 12)
+  h.eq(row:sum():item(), 0)
+end)
+
 h.done("test_lazy_loop")
