@@ -114,9 +114,7 @@ local loader = data.DataLoader({train_x, train_y},
   {batch_size = settings.batch, shuffle = true, seed = settings.seed})
 
 -- Test accuracy, in batches of 500 without gradients (the im2col columns
--- of a batch of 500 are already ~57 MB). A loader, not narrow(): a view's
--- offset is part of its graph, so each narrowed batch would be a graph of
--- its own, while the loader's batches are data tensors and share one.
+-- of a batch of 500 are already ~57 MB; every batch runs the same graph).
 local test_loader = data.DataLoader({test_x, test_y}, {batch_size = 500, progress = false})
 local function evaluate()
   model:eval()

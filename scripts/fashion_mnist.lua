@@ -114,10 +114,8 @@ print(string.format("%s, lr %g, batch %d, %d epochs", settings.optimizer, settin
 local loader = data.DataLoader({train_x, train_y},
   {batch_size = settings.batch, shuffle = true, seed = settings.seed})
 
--- Test accuracy, in batches of 1000 without gradients. A loader, not
--- narrow(): a view's offset is part of its graph, so each narrowed batch
--- would be a graph of its own, while the loader's batches are data tensors
--- and share one.
+-- Test accuracy, in batches of 1000 without gradients (every batch runs
+-- the same compiled graph).
 local test_loader = data.DataLoader({test_x, test_y}, {batch_size = 1000, progress = false})
 local function evaluate()
   model:eval()
