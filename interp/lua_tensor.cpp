@@ -171,7 +171,6 @@ int tensor_le(lua_State* L) {
   return 1;
 }
 
-
 // The nearest Lua function on the stack above the running C function (for
 // print(t), whose __tostring is ours, the caller of print) outside the
 // embedded stdlib (chunks "@stdlib/..."), or the nearest one when all are

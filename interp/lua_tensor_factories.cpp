@@ -260,7 +260,7 @@ int where(lua_State* L) {
   }
   const DType other = a ? check_tensor(L, 2, "where")->dtype : check_tensor(L, 3, "where")->dtype;
   return push(L, autograd::where(cond, tensor_or_scalar(L, 2, "where", other),
-                                tensor_or_scalar(L, 3, "where", other)));
+                                 tensor_or_scalar(L, 3, "where", other)));
 }
 
 std::vector<Tensor> tensor_list(lua_State* L, int arg, const char* function) {

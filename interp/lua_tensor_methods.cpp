@@ -135,8 +135,8 @@ int max_min(lua_State* L) {
     return push(L, autograd::binary(op, self, check_tensor(L, 2, name)));
   }
   if (lua_isnoneornil(L, 2)) {
-    return push(L,
-                autograd::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
+    return push(
+        L, autograd::reduce(is_max ? ReduceOp::max : ReduceOp::min, self, std::nullopt, false));
   }
   const int dim = check_dim(L, 2, rank_of(self), name);
   auto [values, indices] =
@@ -311,7 +311,7 @@ int transpose(lua_State* L) {
   const Tensor& self = self_tensor(L, "transpose");
   const int rank = std::max(rank_of(self), 1);
   return push(L, autograd::transpose(self, check_dim(L, 2, rank, "transpose"),
-                                    check_dim(L, 3, rank, "transpose")));
+                                     check_dim(L, 3, rank, "transpose")));
 }
 
 int t(lua_State* L) {

@@ -188,8 +188,8 @@ Array matmul_into(const Array& a, const Array& b, const Array& into) {
   if (b.rank() > 1) out_shape.push_back(cols);
   const bool fits = into.defined() && into.is_contiguous() && into.dtype == type &&
                     into.numel() == batch * rows * cols;
-  Array out = fits ? into.view_as(Shape{batch, rows, cols}, contiguous_strides(Shape{batch, rows, cols}),
-                                  into.offset)
+  Array out = fits ? into.view_as(Shape{batch, rows, cols},
+                                  contiguous_strides(Shape{batch, rows, cols}), into.offset)
                    : Array::empty(Shape{batch, rows, cols}, type, "matmul");
   if (!in_meta_scope()) matmul_kernel(left3, right3, out);
   return out.view_as(out_shape, contiguous_strides(out_shape), out.offset);

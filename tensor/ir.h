@@ -19,34 +19,34 @@ namespace lazylua {
 // The ops of the IR. Unary, binary and reduce nodes carry the exact
 // operation in `sub_op` (a UnaryOp, BinaryOp or ReduceOp). The comment says
 // what `attrs` hold.
-#define LAZYLUA_IR_OPS(X)                                                                 \
-  X(parameter)     /* materialized data (`data`): an input of the graph */                \
-  X(scalar)        /* a Lua number: a scalar input of the graph (`scalar`) */             \
-  X(constant)      /* 0 or 1, baked into the graph (`scalar`) */                          \
-  X(unary)         /* sub_op: UnaryOp */                                                  \
-  X(binary)        /* sub_op: BinaryOp; inputs already cast to the compute dtype */       \
-  X(where)         /* (cond, a, b) */                                                     \
-  X(cast)          /* to the node's dtype */                                              \
-  X(clamp)         /* (x, low, high) with scalar bounds; sub_op: 1 has low, 2 has high */ \
-  X(reduce)        /* sub_op: ReduceOp; attrs: dim (-1: all), keepdim */                  \
-  X(arg_reduce)    /* sub_op: 1 max, 0 min; attrs: dim (-1: all), keepdim */              \
-  X(softmax)       /* attrs: dim, log */                                                  \
-  X(cumsum)        /* attrs: dim */                                                       \
-  X(matmul)        /* (a, b), both of the node's dtype */                                 \
-  X(reshape)       /* to the node's shape */                                              \
-  X(permute)       /* attrs: the order of the input dims */                               \
-  X(slice)         /* attrs: dim, start, length (narrow) */                               \
-  X(select)        /* attrs: dim, index (drops dim) */                                    \
-  X(expand)        /* to the node's shape (broadcast) */                                  \
-  X(slice_update)  /* (base, value): base with a slice replaced; attrs: dim, start */     \
-  X(select_update) /* (base, value): base with one index replaced; attrs: dim, index */   \
-  X(cat)           /* (inputs...); attrs: dim */                                          \
-  X(gather)        /* (input, index); attrs: dim */                                       \
-  X(index_select)  /* (input, index); attrs: dim */                                       \
-  X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */       \
-  X(scan)          /* (carries, xs, captured): Node::body run attrs[4] times; the value is */ \
+#define LAZYLUA_IR_OPS(X)                                                                      \
+  X(parameter)     /* materialized data (`data`): an input of the graph */                     \
+  X(scalar)        /* a Lua number: a scalar input of the graph (`scalar`) */                  \
+  X(constant)      /* 0 or 1, baked into the graph (`scalar`) */                               \
+  X(unary)         /* sub_op: UnaryOp */                                                       \
+  X(binary)        /* sub_op: BinaryOp; inputs already cast to the compute dtype */            \
+  X(where)         /* (cond, a, b) */                                                          \
+  X(cast)          /* to the node's dtype */                                                   \
+  X(clamp)         /* (x, low, high) with scalar bounds; sub_op: 1 has low, 2 has high */      \
+  X(reduce)        /* sub_op: ReduceOp; attrs: dim (-1: all), keepdim */                       \
+  X(arg_reduce)    /* sub_op: 1 max, 0 min; attrs: dim (-1: all), keepdim */                   \
+  X(softmax)       /* attrs: dim, log */                                                       \
+  X(cumsum)        /* attrs: dim */                                                            \
+  X(matmul)        /* (a, b), both of the node's dtype */                                      \
+  X(reshape)       /* to the node's shape */                                                   \
+  X(permute)       /* attrs: the order of the input dims */                                    \
+  X(slice)         /* attrs: dim, start, length (narrow) */                                    \
+  X(select)        /* attrs: dim, index (drops dim) */                                         \
+  X(expand)        /* to the node's shape (broadcast) */                                       \
+  X(slice_update)  /* (base, value): base with a slice replaced; attrs: dim, start */          \
+  X(select_update) /* (base, value): base with one index replaced; attrs: dim, index */        \
+  X(cat)           /* (inputs...); attrs: dim */                                               \
+  X(gather)        /* (input, index); attrs: dim */                                            \
+  X(index_select)  /* (input, index); attrs: dim */                                            \
+  X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */          \
+  X(scan)          /* (carries, xs, captured): Node::body run attrs[4] times; the value is */  \
                    /* every output packed as bytes; attrs: counts of carries, xs, captured, */ \
-                   /* ys, then length, reverse (see scan.h) */                                \
+                   /* ys, then length, reverse (see scan.h) */                                 \
   X(scan_output)   /* (scan): output attrs[0] of a scan, a view at byte attrs[1] */
 
 enum class Op : uint8_t {

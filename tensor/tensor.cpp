@@ -65,7 +65,9 @@ Tensor wrap(const Tensor& like, Array data) {
   return make_tensor(context_of(like), data);
 }
 
-TensorImpl* storage_owner(const Tensor& t) { return t->is_lazy_view() ? t->base.get() : t.get(); }
+TensorImpl* storage_owner(const Tensor& t) {
+  return t->is_lazy_view() ? t->base.get() : t.get();
+}
 
 // An eager view shares its base's memory. Both are marked, so that lazy mode
 // later writes into them eagerly (see write_eagerly).
@@ -226,8 +228,8 @@ void assign(const Tensor& self, NodeRef value) {
 Array eager_target(const Tensor& self) {
   // The strided view of a lazy view shares the synced base's buffer, so the
   // write reaches the base as eager mode expects.
-  Array data = self->is_lazy_view() || self->pending ? observe(self, SyncCause::eager_op)
-                                                     : self->data;
+  Array data =
+      self->is_lazy_view() || self->pending ? observe(self, SyncCause::eager_op) : self->data;
   if (data.buffer) data.buffer.get()->version++;
   return data;
 }

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "context.h"
-#include "object_pool.h"
 #include "ir.h"
+#include "object_pool.h"
 
 namespace lazylua {
 

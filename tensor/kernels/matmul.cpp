@@ -54,9 +54,9 @@ Array blas_operand(const Array& x, BlasView* view) {
   return copy;
 }
 
-void blas_call(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b,
-               int64_t m, int64_t n, int64_t k, const void* a, int64_t lda, const void* b,
-               int64_t ldb, void* c, int64_t ldc) {
+void blas_call(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b, int64_t m,
+               int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
+               void* c, int64_t ldc) {
   if (is_double) {
     cblas_dgemm(CblasRowMajor, transpose_a, transpose_b, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0, static_cast<const double*>(a), static_cast<int>(lda),
