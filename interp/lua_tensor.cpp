@@ -181,12 +181,10 @@ bool nearest_user_frame(lua_State* L, lua_Debug* info) {
   lua_Debug frame;
   for (int level = 1; level < 24 && lua_getstack(L, level, &frame); level++) {
     if (!lua_getinfo(L, "Sl", &frame) || frame.currentline <= 0) continue;
-    if (!found) *info = frame;
+    const bool user = std::strncmp(frame.source, "@stdlib/", 8) != 0;
+    if (!found || user) *info = frame;
     found = true;
-    if (std::strncmp(frame.source, "@stdlib/", 8) != 0) {
-      *info = frame;
-      return true;
-    }
+    if (user) return true;
   }
   return found;
 }

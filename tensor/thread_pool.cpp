@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -29,9 +30,28 @@ int default_thread_count() {
 
 thread_local bool inside_parallel_region = false;
 
+// Waits up to kSpin for ready() by polling (returns true), else returns
+// false: a worker or caller about to sleep first watches for work for a few
+// microseconds. Waking a sleeping thread costs tens of microseconds on a
+// virtual machine, and a training step runs dozens of parallel jobs back
+// to back; a bounded watch keeps the pool asleep between steps.
+template <typename Ready>
+bool watch(Ready&& ready) {
+  constexpr auto kSpin = std::chrono::microseconds(40);
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int round = 0;; round++) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((round & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
+
 // One job at a time: the caller publishes it under the mutex, bumps the
-// generation, wakes the workers, runs chunk 0 itself, then sleeps until the
-// last chunk is done. Workers sleep on the condition variable between jobs.
+// generation, wakes the workers that sleep, runs chunk 0 itself, then
+// waits until the last chunk is done. Workers watch for a new generation
+// for a moment after each job, then sleep on the condition variable.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads) { resize(threads); }
@@ -46,7 +66,7 @@ class ThreadPool {
     threads_ = threads;
     stopping_ = false;
     // New workers must not mistake the last finished job for a new one.
-    const uint64_t current = generation_;
+    const uint64_t current = generation_.load();
     for (int i = 1; i < threads; i++) {
       workers_.emplace_back([this, i, current] { worker_loop(i, current); });
     }
@@ -55,17 +75,24 @@ class ThreadPool {
   void run(int64_t n, int64_t grain, RangeFunction fn, void* context) {
     std::lock_guard job_lock(job_mutex_);  // one parallel job at a time
     const int64_t chunks = std::min<int64_t>(threads_, (n + grain - 1) / grain);
+    bool wake = false;
     {
       std::lock_guard lock(mutex_);
       job_ = {n, chunks, fn, context};
-      pending_ = static_cast<int>(chunks) - 1;
+      pending_.store(static_cast<int>(chunks) - 1);
       error_ = nullptr;
-      generation_++;
+      generation_.fetch_add(1);
+      wake = sleeping_workers_ > 0;
     }
-    wake_workers_.notify_all();
-    run_chunk(0);
-    std::unique_lock lock(mutex_);
-    job_done_.wait(lock, [this] { return pending_ == 0; });
+    if (wake) wake_workers_.notify_all();
+    run_chunk(job_, 0);
+    if (!watch([this] { return pending_.load() == 0; })) {
+      std::unique_lock lock(mutex_);
+      caller_sleeping_ = true;
+      job_done_.wait(lock, [this] { return pending_.load() == 0; });
+      caller_sleeping_ = false;
+    }
+    std::lock_guard lock(mutex_);
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -76,12 +103,12 @@ class ThreadPool {
     void* context = nullptr;
   };
 
-  void run_chunk(int64_t chunk) {
-    const int64_t begin = job_.n * chunk / job_.chunks;
-    const int64_t end = job_.n * (chunk + 1) / job_.chunks;
+  void run_chunk(const Job& job, int64_t chunk) {
+    const int64_t begin = job.n * chunk / job.chunks;
+    const int64_t end = job.n * (chunk + 1) / job.chunks;
     inside_parallel_region = true;
     try {
-      job_.fn(job_.context, begin, end);
+      job.fn(job.context, begin, end);
     } catch (...) {
       std::lock_guard lock(mutex_);
       if (!error_) error_ = std::current_exception();
@@ -91,16 +118,26 @@ class ThreadPool {
 
   void worker_loop(int index, uint64_t seen) {
     for (;;) {
+      const bool arrived = watch([&] { return stopping_.load() || generation_.load() != seen; });
+      Job job;
       {
         std::unique_lock lock(mutex_);
-        wake_workers_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (!arrived) {
+          sleeping_workers_++;
+          wake_workers_.wait(lock, [&] { return stopping_.load() || generation_.load() != seen; });
+          sleeping_workers_--;
+        }
         if (stopping_) return;
-        seen = generation_;
-        if (index >= job_.chunks) continue;
+        // The job and its generation, read together under the mutex.
+        seen = generation_.load();
+        job = job_;
       }
-      run_chunk(index);
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) job_done_.notify_one();
+      if (index >= job.chunks) continue;
+      run_chunk(job, index);
+      if (pending_.fetch_sub(1) == 1) {
+        std::lock_guard lock(mutex_);
+        if (caller_sleeping_) job_done_.notify_one();
+      }
     }
   }
 
@@ -120,9 +157,11 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_workers_, job_done_;
   Job job_;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stopping_{false};
+  int sleeping_workers_ = 0;  // under mutex_
+  bool caller_sleeping_ = false;  // under mutex_
   std::exception_ptr error_;
 };
 
