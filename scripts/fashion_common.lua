@@ -1,0 +1,195 @@
+-- fashion_common.lua - what fashion_mnist.lua and fashion_cnn.lua share:
+-- options, the Fashion-MNIST data, the training loop with its progress
+-- display and evaluation, the report, the checkpoint and the loss curve.
+-- Each script describes its model and defaults and calls run():
+--
+--   dofile(script_dir .. "/fashion_common.lua").run{
+--     name = "fashion_mnist",            -- files: NAME.ckpt, NAME_loss.svg
+--     title = "Fashion-MNIST MLP",       -- of the loss curve
+--     epochs = 8, batch = 128,           -- defaults
+--     optimizers = {"adam", "sgd"},      -- --optimizer choices (first: default)
+--     image_shape = {784},               -- of one image in the model's input
+--     eval_batch = 1000,
+--     model = function(nn) return nn.Sequential(...) end,
+--   }
+local nn, optim, data, plot = require "nn", require "optim", require "data", require "plot"
+local wall = require("progress").now  -- seconds, monotonic
+
+local M = {}
+
+local function parse_options(spec)
+  local settings = {
+    data = "/usr/share/datasets/fashion-mnist",
+    epochs = spec.epochs,
+    batch = spec.batch,
+    lr = 1e-3,
+    optimizer = spec.optimizers[1],
+    out = ".",
+    seed = 1,
+    limit = 0,
+  }
+  local script = spec.name .. ".lua"
+  local function usage(message)
+    local choices = #spec.optimizers > 1 and (" [--optimizer " .. table.concat(spec.optimizers, "|") .. "]") or ""
+    io.stderr:write(script, ": ", message, "\n", "usage: lazylua scripts/", script,
+      " [DATA_DIR] [--epochs N] [--batch N] [--lr X]", choices, " [--out DIR] [--seed N] [--limit N]\n")
+    os.exit(2)
+  end
+  local i = 1
+  while i <= #arg do
+    local a = arg[i]
+    local key = a:match("^%-%-(%w+)$")
+    if key then
+      if settings[key] == nil or key == "data" or (key == "optimizer" and #spec.optimizers < 2) then
+        usage("unknown option " .. a)
+      end
+      local value = arg[i + 1] or usage("missing value for " .. a)
+      if type(settings[key]) == "number" then
+        value = tonumber(value) or usage("not a number: " .. value)
+        if key ~= "lr" then value = math.tointeger(value) or usage(a .. " must be an integer") end
+      end
+      settings[key] = value
+      i = i + 2
+    elseif a:match("^%-") then
+      usage("unknown option " .. a)
+    else
+      settings.data = a
+      i = i + 1
+    end
+  end
+  local known = false
+  for _, choice in ipairs(spec.optimizers) do known = known or settings.optimizer == choice end
+  if not known then usage("--optimizer must be " .. table.concat(spec.optimizers, " or ")) end
+  if settings.epochs < 1 or settings.batch < 1 or settings.limit < 0 or settings.lr <= 0 then
+    usage("--epochs and --batch must be positive, --lr positive, --limit 0 or more")
+  end
+  return settings
+end
+
+-- Images as f32 in [0, 1] of spec.image_shape, standardized with the
+-- training set's mean and standard deviation; labels as 1-based classes.
+local function load_data(spec, settings)
+  local function find(name)
+    for _, candidate in ipairs({name .. ".gz", name}) do
+      local path = settings.data .. "/" .. candidate
+      local file = io.open(path, "rb")
+      if file then
+        file:close()
+        return path
+      end
+    end
+    io.stderr:write(string.format(
+      "%s.lua: %s not found in %s (install Debian's dataset-fashion-mnist, or pass the folder)\n",
+      spec.name, name, settings.data))
+    os.exit(1)
+  end
+  local start = wall()
+  local function load_images(name)
+    local images = data.read_idx(find(name), {dtype = "f32"})
+    return images:reshape(images:size(1), table.unpack(spec.image_shape)) / 255
+  end
+  local train_x, test_x = load_images("train-images-idx3-ubyte"), load_images("t10k-images-idx3-ubyte")
+  local train_y = data.read_idx(find("train-labels-idx1-ubyte")) + 1
+  local test_y = data.read_idx(find("t10k-labels-idx1-ubyte")) + 1
+  if settings.limit > 0 and settings.limit < train_x:size(1) then
+    train_x, train_y = train_x:narrow(1, 1, settings.limit), train_y:narrow(1, 1, settings.limit)
+  end
+  local mean = train_x:mean():item()
+  local std = math.sqrt(((train_x - mean) ^ 2):mean():item())
+  train_x = (train_x - mean) / std
+  test_x = (test_x - mean) / std
+  tensor.mark_step()
+  print(string.format("Fashion-MNIST: %d training and %d test images from %s (%.2f s)",
+    train_x:size(1), test_x:size(1), settings.data, wall() - start))
+  return train_x, train_y, test_x, test_y
+end
+
+function M.run(spec)
+  local settings = parse_options(spec)
+  local train_x, train_y, test_x, test_y = load_data(spec, settings)
+
+  tensor.manual_seed(settings.seed)
+  local model = spec.model(nn)
+  local criterion = nn.CrossEntropyLoss()
+  local opt
+  if settings.optimizer == "adam" then
+    opt = optim.Adam(model:parameters(), {lr = settings.lr})
+  else
+    opt = optim.SGD(model:parameters(), {lr = settings.lr, momentum = 0.9})
+  end
+  local schedule = optim.CosineAnnealingLR(opt, settings.epochs)
+  print(model)
+  print(string.format("%s, lr %g, batch %d, %d epochs", settings.optimizer, settings.lr,
+    settings.batch, settings.epochs))
+
+  local loader = data.DataLoader({train_x, train_y},
+    {batch_size = settings.batch, shuffle = true, seed = settings.seed})
+  -- Test accuracy in batches without gradients (every batch of one shape
+  -- runs the same compiled graph).
+  local test_loader = data.DataLoader({test_x, test_y}, {batch_size = spec.eval_batch, progress = false})
+  local function evaluate()
+    model:eval()
+    local correct = tensor.no_grad(function()
+      local total = 0
+      for x, y in test_loader:iter() do
+        total = total + model(x):argmax(2):eq(y):sum():item()
+      end
+      return total
+    end)
+    model:train()
+    return correct / test_x:size(1)
+  end
+
+  -- The loss is read every `every` steps (an observation, so not every
+  -- step): 50 on the full data set, fewer on a small one so the curve
+  -- still has points.
+  local every = math.max(1, math.min(50, #loader // 4))
+  local losses, epoch_losses, accuracies = {}, {}, {}
+  local steps, train_seconds = 0, 0
+  for epoch = 1, settings.epochs do
+    local epoch_start = wall()
+    local sum, count = 0, 0
+    for x, y in loader:iter() do
+      opt:zero_grad()
+      local loss = criterion(model(x), y)
+      loss:backward()
+      opt:step()  -- ends with tensor.mark_step(): the step's graph runs here
+      steps = steps + 1
+      if steps % every == 0 then
+        local value = loss:item()
+        losses[#losses + 1] = value
+        sum, count = sum + value, count + 1
+        loader:set_postfix{loss = string.format("%.4f", value)}
+      end
+    end
+    train_seconds = train_seconds + (wall() - epoch_start)
+    schedule:step()
+    local accuracy = evaluate()
+    accuracies[#accuracies + 1] = accuracy
+    epoch_losses[#epoch_losses + 1] = count > 0 and sum / count or 0 / 0
+    print(string.format("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f steps/s", epoch,
+      epoch_losses[#epoch_losses], 100 * accuracy, steps / train_seconds))
+  end
+
+  local m = tensor.metrics()
+  print(string.format("test accuracy %.2f%% after %d epochs", 100 * accuracies[#accuracies],
+    settings.epochs))
+  print(string.format("%d steps in %.1f s: %.0f steps/s", steps, train_seconds, steps / train_seconds))
+  print(string.format("compiler: %d compiles (%.2f s), %d memory cache hits, %d disk cache hits, " ..
+    "%d distinct graphs, %d graphs run natively, %d interpreted while compiling", m.compiles,
+    m.compile_seconds, m.cache_hits, m.disk_hits, m.distinct_graphs, m.native_runs,
+    m.interpreted_runs))
+  print("loss " .. plot.sparkline(losses))
+
+  local checkpoint = settings.out .. "/" .. spec.name .. ".ckpt"
+  tensor.save(checkpoint, {model = model:state_dict(), accuracy = accuracies[#accuracies],
+    epochs = settings.epochs, optimizer = settings.optimizer})
+  local chart = settings.out .. "/" .. spec.name .. "_loss.svg"
+  local steps_axis = {}
+  for i = 1, #losses do steps_axis[i] = i * every end
+  plot.line_chart(chart, {{name = "training loss", x = steps_axis, values = losses}},
+    {title = spec.title, x_label = "step", y_label = "cross-entropy"})
+  print("saved " .. checkpoint .. " and " .. chart)
+end
+
+return M
