@@ -11,31 +11,9 @@ namespace {
 
 // How many of attrs an op reads (the rest may hold anything).
 int meaningful_attrs(const Instruction& instruction, const Rewriter& rewriter) {
-  switch (instruction.op) {
-    case Op::cumsum:
-    case Op::cat:
-    case Op::gather:
-    case Op::index_select:
-    case Op::scatter_add:
-      return 1;
-    case Op::reduce:
-    case Op::arg_reduce:
-    case Op::softmax:
-    case Op::select:
-    case Op::slice_update:
-    case Op::select_update:
-      return 2;
-    case Op::slice:
-      return 3;
-    case Op::scan:
-      return 6;
-    case Op::scan_output:
-      return 2;
-    case Op::permute:
-      return rewriter.at(instruction.inputs[0]).shape.rank();
-    default:
-      return 0;
-  }
+  const int input_rank =
+      instruction.inputs.empty() ? 0 : rewriter.at(instruction.inputs[0]).shape.rank();
+  return attr_count(instruction.op, input_rank);
 }
 
 // Everything that decides an instruction's value. Parameters and scalars

@@ -16,23 +16,6 @@ uint64_t mix(uint64_t hash, uint64_t word) {
 
 }  // namespace
 
-// A 64-bit mixing step (the finalizer of splitmix64): each combined word
-// changes every bit of the hash.
-uint64_t hash_mix(uint64_t hash, uint64_t word) {
-  uint64_t z = hash ^ (word + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-namespace {
-
-uint64_t double_bits(double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-
 int attr_count(Op op, int input_rank) {
   switch (op) {
     case Op::reduce:
@@ -59,6 +42,23 @@ int attr_count(Op op, int input_rank) {
     default:
       return 0;
   }
+}
+
+// A 64-bit mixing step (the finalizer of splitmix64): each combined word
+// changes every bit of the hash.
+uint64_t hash_mix(uint64_t hash, uint64_t word) {
+  uint64_t z = hash ^ (word + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+namespace {
+
+uint64_t double_bits(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
 }
 
 void compute_hash(Node& node) {

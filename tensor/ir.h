@@ -127,6 +127,11 @@ NodeRef make_parameter(Array data, SourceLocation location);
 // A Lua number: 0 and 1 become constants, anything else a scalar input.
 NodeRef make_scalar(ops::Scalar value, DType dtype, SourceLocation location);
 
+// How many of a node's attrs its op reads (the rest may hold anything);
+// input_rank is the rank of its first input (a permute's order has one
+// entry per dim). Hashes and CSE compare just these.
+int attr_count(Op op, int input_rank);
+
 // Combines a word into a 64-bit hash (used for node hashes and graph keys).
 uint64_t hash_mix(uint64_t hash, uint64_t word);
 
