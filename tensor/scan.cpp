@@ -363,28 +363,22 @@ std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::ve
     return scan_detail::record_with_residuals(context, body, captured, captured_tensors, init, xs,
                                               length, options);
   }
-  // Recomputing: backward runs the body again at every iteration, from the
-  // carry that went into it, which a second forward scan recovers.
-  Ref<ScanBody> saving;
-  if (needs_gradient) {
-    std::vector<NodeRef> with_carries = outputs;
-    for (const Tensor& c : trace.carry_placeholders) with_carries.push_back(c->pending);
-    std::vector<NodeRef> same_captured;
-    saving = scan_detail::build_body(trace, with_carries, carry_count, &same_captured);
-  }
-  const Ref<ScanBody> recorded = needs_gradient && !options.recompute_carries ? saving : body;
   std::vector<NodeRef> inputs;
   for (const Tensor& t : init) inputs.push_back(value_of(t));
   for (const Tensor& t : xs) inputs.push_back(value_of(t));
   for (const NodeRef& node : captured) inputs.push_back(node);
   std::vector<Tensor> results =
-      scan_detail::record_scan(context, recorded, length, options.reverse, inputs);
-  std::vector<Tensor> saved_carries(results.begin() + static_cast<long>(traced.size()),
-                                    results.end());
-  results.resize(traced.size());
+      scan_detail::record_scan(context, body, length, options.reverse, inputs);
   if (needs_gradient) {
+    // Recomputing: backward first runs the forward scan again, this time
+    // keeping the carry that went into each iteration as extra ys.
+    std::vector<NodeRef> with_carries = outputs;
+    for (const Tensor& c : trace.carry_placeholders) with_carries.push_back(c->pending);
+    std::vector<NodeRef> same_captured;
+    const Ref<ScanBody> saving =
+        scan_detail::build_body(trace, with_carries, carry_count, &same_captured);
     scan_detail::attach_gradient(context, body, saving, length, options, inputs, init, xs,
-                                 captured_tensors, results, saved_carries);
+                                 captured_tensors, results);
   }
   return results;
 }

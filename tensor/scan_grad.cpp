@@ -345,11 +345,9 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
                      int64_t length, const ScanOptions& options, const std::vector<NodeRef>& inputs,
                      const std::vector<Tensor>& init, const std::vector<Tensor>& xs,
                      const std::vector<Tensor>& captured_tensors,
-                     const std::vector<Tensor>& results, const std::vector<Tensor>& saved_carries) {
+                     const std::vector<Tensor>& results) {
   const int nc = body->carries, nx = body->xs, ny = body->ys;
   std::vector<NodeRef> captured(inputs.begin() + nc + nx, inputs.end());
-  std::vector<autograd::Saved> saved_sequences;
-  for (const Tensor& s : saved_carries) saved_sequences.push_back(autograd::save(s));
   std::vector<autograd::Saved> saved_xs;
   for (const Tensor& x : xs) saved_xs.push_back(autograd::save(x));
   std::vector<NodeRef> forward_inputs = inputs;
@@ -389,15 +387,9 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
                                       : zeros_like_shape(context, y_dtypes[k], y_shapes[k]));
     }
     for (const autograd::Saved& x : saved_xs) x_values.push_back(autograd::restore(context, x));
-    if (saved_sequences.empty()) {
-      // Recompute: the forward scan again, keeping the carries this time.
-      const std::vector<Tensor> again =
-          record_scan(context, saving, length, reverse, forward_inputs);
-      sequences.assign(again.begin() + nc + ny, again.end());
-    } else {
-      for (const autograd::Saved& s : saved_sequences)
-        sequences.push_back(autograd::restore(context, s));
-    }
+    // The forward scan again, keeping the carries this time.
+    const std::vector<Tensor> again = record_scan(context, saving, length, reverse, forward_inputs);
+    sequences.assign(again.begin() + nc + ny, again.end());
     const std::vector<Tensor> back =
         backward_scan(context, *body, length, reverse, final_grads, sequences, x_values, y_grads,
                       captured, captured_tensors, want_x);

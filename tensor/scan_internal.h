@@ -71,17 +71,16 @@ namespace lazylua::scan_detail {
 std::vector<Tensor> differentiable_captures(Context* context, const std::vector<Tensor>& traced,
                                             const std::vector<NodeRef>& captured);
 
-// Gives the scan's results one GradNode whose backward is a reverse scan.
-// inputs: the scan node's inputs (carries, xs, captured values);
-// saved_carries: the carry entering each iteration, stacked (empty when
-// they are to be recomputed).
-// body: the forward body; saving: the same with the carries entering each
-// iteration as extra ys (what a recomputing backward runs first).
+// Gives the scan's results one GradNode whose backward is a reverse scan
+// that recomputes the carries (options.recompute_carries). inputs: the scan
+// node's inputs (carries, xs, captured values); body: the forward body;
+// saving: the same with the carry entering each iteration as extra ys,
+// which backward runs first.
 void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<ScanBody>& saving,
                      int64_t length, const ScanOptions& options, const std::vector<NodeRef>& inputs,
                      const std::vector<Tensor>& init, const std::vector<Tensor>& xs,
                      const std::vector<Tensor>& captured_tensors,
-                     const std::vector<Tensor>& results, const std::vector<Tensor>& saved_carries);
+                     const std::vector<Tensor>& results);
 
 // The forward scan with residuals and its gradient (the default when
 // gradients are needed); returns the visible results.
