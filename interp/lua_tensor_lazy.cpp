@@ -5,6 +5,7 @@
 #include "interp/config.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/allocator.h"
+#include "tensor/blas.h"
 
 namespace lazylua::binding {
 namespace {
@@ -179,6 +180,9 @@ void register_lazy_functions(lua_State* L) {
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);
+  // OpenBLAS with the kernels chosen for this CPU, loaded now, before any
+  // thread of ours (compiler, pool) runs: see tensor/blas.h.
+  blas::load();
 }
 
 }  // namespace lazylua::binding

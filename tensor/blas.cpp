@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <iterator>
 #include <optional>
 #include <vector>
@@ -79,9 +80,9 @@ void* open_library(int mode, std::string* error) {
 
 // Loads OpenBLAS with OPENBLAS_CORETYPE set to our choice unless the user
 // set one, then restores the environment, so os.getenv and child processes
-// see only what the user set. The process is still starting lazylua's first
-// product here: no other thread of ours reads the environment meanwhile.
-Library load() {
+// see only what the user set. Called early (see load() in blas.h): no other
+// thread of ours reads the environment meanwhile.
+Library open_openblas() {
   Library library;
   std::string ignored;
   void* handle = open_library(RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD, &ignored);
@@ -142,7 +143,7 @@ Library load() {
 
 const Library& library() {
   // Never destroyed: pool threads may run a product during static destruction.
-  static const Library* instance = new Library(load());
+  static const Library* instance = new Library(open_openblas());
   return *instance;
 }
 
@@ -165,6 +166,13 @@ bool has_avx512_core() {
 #endif
 
 }  // namespace
+
+void load() noexcept {
+  try {
+    library();
+  } catch (const std::exception&) {  // std::bad_alloc: require() tries again and reports
+  }
+}
 
 void require(const char* what) {
   loaded_library(what);

@@ -4,12 +4,12 @@
 // model once, in its load-time constructor, and on virtual machines it often
 // guesses wrong (an AVX-512 Xeon VM got the SSE3 Prescott kernels: sgemm ran
 // 5x slower). It reads OPENBLAS_CORETYPE in that constructor, so lazylua does
-// not link it: the first product dlopens libopenblas.so.0 with
-// OPENBLAS_CORETYPE set from the CPU's feature bits (preferred_core()), then
-// puts the environment back as it was. A user's own OPENBLAS_CORETYPE wins.
-// If the process had loaded OpenBLAS already (a host program linked to it),
-// that copy is used as it is. LAZYLUA_BLAS names another library file to
-// load instead of libopenblas.so.0 (it must export cblas_sgemm/dgemm).
+// not link it: load() (called when the tensor module opens) dlopens
+// libopenblas.so.0 with OPENBLAS_CORETYPE set from the CPU's feature bits
+// (preferred_core()), then puts the environment back as it was. A user's own OPENBLAS_CORETYPE
+// wins. If the process had loaded OpenBLAS already (a host program linked to it), that copy is used
+// as it is. LAZYLUA_BLAS names another library file to load instead of libopenblas.so.0 (it must
+// export cblas_sgemm/dgemm).
 //
 // Example:
 //   blas::sgemm(false, true, m, n, k, 1.0f, a, k, b, k, 0.0f, c, n);  // C = A B^T
@@ -20,8 +20,14 @@
 
 namespace lazylua::blas {
 
-// Loads OpenBLAS if it is not yet (thread-safe, once per process); throws
-// Error naming `what` and the reason when it cannot be loaded.
+// Loads OpenBLAS if it is not yet (thread-safe, once per process). Call it
+// early, while no other thread of lazylua's runs: loading changes the
+// environment for a moment, which threads reading it (posix_spawn of the C
+// compiler) must not see being rewritten. Never throws: a failure is kept
+// for require().
+void load() noexcept;
+// load(), then throws Error naming `what` and the reason when OpenBLAS
+// cannot be loaded.
 void require(const char* what);
 
 // Row-major C = alpha op(A) op(B) + beta C, op = transpose or not: cblas_sgemm

@@ -39,8 +39,7 @@ pre_avx=" Unknown Katmai Coppermine Northwood Prescott Banias Atom Core2 Penryn 
 pre_avx+="Athlon Opteron Opteron_SSE3 Barcelona Nano Bobcat "
 echo "CPU flags give: ${expected:-no AVX, the core OpenBLAS picks is kept}"
 
-# A chunk that runs a product (the first use loads OpenBLAS), checks it by
-# hand, and prints the core, who chose it, and OPENBLAS_CORETYPE as the
+# A chunk that runs a product, checks it by hand, and prints the core, who chose it, and OPENBLAS_CORETYPE as the
 # script and a child process see it.
 read -r -d '' chunk <<'EOF'
 local t = tensor or require "lazylua"
