@@ -4,13 +4,12 @@
 //      target and against a Lua table's __add metamethod;
 //  (b) 16M-element f32 `c = a + b` from Lua against a plain C++ add loop
 //      on the same thread pool;
-//  (c) `a:matmul(b)` from Lua against cblas_sgemm called directly.
+//  (c) `a:matmul(b)` from Lua against OpenBLAS's sgemm called directly
+//      (through tensor/blas.h: the same library and core lazylua uses).
 // The machine is shared and noisy: every measurement is the best of several
 // repetitions, and the repetitions of a pair are interleaved.
 //
 // Usage: bench_foundation [scale]   (scale < 1 shortens the run, e.g. 0.1)
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,10 +22,9 @@
 #include <lua.hpp>
 
 #include "interp/runtime.h"
+#include "tensor/blas.h"
 #include "tensor/kernels/simd.h"
 #include "tensor/thread_pool.h"
-
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
@@ -218,15 +216,15 @@ void matmul(Interpreter& lua, const char* function, int64_t m, int64_t k, int64_
     // lazylua runs OpenBLAS single-threaded and splits products on its own
     // pool; the reference is OpenBLAS with its own threads, as a C program
     // calling it would have them.
-    openblas_set_num_threads(lazylua::thread_count());
+    lazylua::blas::set_threads(lazylua::thread_count());
     blas_time.add(seconds([&] {
                     for (int i = 0; i < calls; ++i) {
-                      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.get(),
-                                  k, b.get(), n, 0.0f, c.get(), n);
+                      lazylua::blas::sgemm(false, false, m, n, k, 1.0f, a.get(), k, b.get(), n,
+                                           0.0f, c.get(), n);
                     }
                   }) /
                   calls);
-    openblas_set_num_threads(1);
+    lazylua::blas::set_threads(1);
   }
   const double flops = 2.0 * m * k * n;
   const double ratio = blas_time.value / lua_time.value;
@@ -253,9 +251,11 @@ int main(int argc, char** argv) {
   // 1e6 iterations per loop, timed in 5 interleaved slices of 2e5.
   per_op_overhead(lua, std::max<int64_t>(1000, static_cast<int64_t>(2e5 * scale)), 5);
   large_add(lua, repetitions);
+  const lazylua::blas::Info blas = lazylua::blas::info();
   std::printf(
       "\n(c) f32 matmul from Lua (a:matmul(b), lazy + tensor.sync) vs cblas_sgemm on "
-      "buffers of the same sizes\n");
+      "buffers of the same sizes (%s, core %s chosen by %s)\n",
+      blas.name.c_str(), blas.core.c_str(), blas.core_source.c_str());
   matmul(lua, "matmul_square", 1024, 1024, 1024, repetitions);
   matmul(lua, "matmul_mlp", 128, 784, 256, repetitions);
   return 0;

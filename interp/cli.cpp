@@ -16,8 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <exception>
+
 #include <lua.hpp>
 
+#include "interp/config.h"
 #include "interp/repl.h"
 #include "interp/runtime.h"
 
@@ -142,10 +145,15 @@ void print_usage(const char* bad_option) {
   fflush(stderr);
 }
 
-// Our own line first; Lua's line stays last and unchanged, since tools parse
-// the last line of `lua -v`.
+// Our own lines first (the version, then what the tensors run on: threads,
+// kernel ISA, BLAS and its core); Lua's line stays last and unchanged, since
+// tools parse the last line of `lua -v`.
 void print_version() {
   printf("lazylua %s (lazy tensors for Lua)\n", version());
+  try {
+    printf("%s\n", runtime_config_line().c_str());
+  } catch (const std::exception&) {  // std::bad_alloc: the line is only informative
+  }
   fputs(LUA_COPYRIGHT "\n", stdout);
   fflush(stdout);
 }

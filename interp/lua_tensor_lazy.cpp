@@ -1,8 +1,11 @@
 // lua_tensor_lazy.cpp - the lazy-mode functions of `tensor`: barriers and
-// syncs, the eager switch, metrics and the IR in text and Graphviz forms.
+// syncs, the eager switch, metrics, the configuration and the IR in text and
+// Graphviz forms.
 #include "compiler/native_executor.h"
+#include "interp/config.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/allocator.h"
+#include "tensor/blas.h"
 
 namespace lazylua::binding {
 namespace {
@@ -108,6 +111,26 @@ int metrics(lua_State* L) {
   return 1;
 }
 
+void set_string(lua_State* L, const char* name, const std::string& value) {
+  lua_pushlstring(L, value.data(), value.size());
+  lua_setfield(L, -2, name);
+}
+
+// tensor.config(): what computes (interp/config.h), as a table.
+int config(lua_State* L) {
+  const RuntimeConfig config = runtime_config();
+  lua_newtable(L);
+  set_string(L, "blas", config.blas);
+  if (!config.blas_error.empty()) set_string(L, "blas_error", config.blas_error);
+  set_string(L, "blas_core", config.blas_core);
+  set_string(L, "blas_core_source", config.blas_core_source);
+  set_integer(L, "threads", config.threads);
+  set_integer(L, "blas_threads", config.blas_threads);
+  set_string(L, "vector_isa", config.vector_isa);
+  set_string(L, "cpu", config.cpu);
+  return 1;
+}
+
 int reset_metrics(lua_State* L) {
   Context* context = tensor_context(L);
   context->metrics = Metrics{};
@@ -150,12 +173,16 @@ void register_lazy_functions(lua_State* L) {
       {"is_eager", guarded<is_eager>},
       {"metrics", guarded<metrics>},
       {"reset_metrics", guarded<reset_metrics>},
+      {"config", guarded<config>},
       {"ir", guarded<show_graph<GraphForm::ir>>},
       {"dot", guarded<show_graph<GraphForm::dot>>},
       {"code", guarded<show_graph<GraphForm::code>>},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);
+  // OpenBLAS with the kernels chosen for this CPU, loaded now, before any
+  // thread of ours (compiler, pool) runs: see tensor/blas.h.
+  blas::load();
 }
 
 }  // namespace lazylua::binding

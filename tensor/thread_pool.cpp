@@ -14,8 +14,6 @@
 #include <utility>
 #include <vector>
 
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace lazylua {
 namespace {
 
@@ -181,7 +179,6 @@ int thread_count() {
   if (n == 0) {
     n = default_thread_count();
     configured_threads.store(n, std::memory_order_relaxed);
-    openblas_set_num_threads(1);  // products are split on the pool (kernels/matmul.cpp)
   }
   return n;
 }
@@ -189,7 +186,6 @@ int thread_count() {
 void set_thread_count(int n) {
   n = std::clamp(n, 1, 256);
   configured_threads.store(n, std::memory_order_relaxed);
-  openblas_set_num_threads(1);
   if (pool().threads() != n) pool().resize(n);
 }
 

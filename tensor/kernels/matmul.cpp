@@ -2,7 +2,7 @@
 // for integers and bools.
 #include "matmul.h"
 
-#include <cblas.h>
+#include <cblas.h>  // CBLAS_TRANSPOSE only: the calls go through ../blas.h
 
 #include <algorithm>
 #include <climits>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "../blas.h"
 #include "../thread_pool.h"
 #include "loops.h"
 
@@ -57,14 +58,15 @@ Array blas_operand(const Array& x, BlasView* view) {
 void blas_call(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b, int64_t m,
                int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb,
                void* c, int64_t ldc) {
+  const bool trans_a = transpose_a == CblasTrans, trans_b = transpose_b == CblasTrans;
   if (is_double) {
-    cblas_dgemm(CblasRowMajor, transpose_a, transpose_b, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0, static_cast<const double*>(a), static_cast<int>(lda),
+    blas::dgemm(trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                1.0, static_cast<const double*>(a), static_cast<int>(lda),
                 static_cast<const double*>(b), static_cast<int>(ldb), 0.0, static_cast<double*>(c),
                 static_cast<int>(ldc));
   } else {
-    cblas_sgemm(CblasRowMajor, transpose_a, transpose_b, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, static_cast<const float*>(a), static_cast<int>(lda),
+    blas::sgemm(trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                1.0f, static_cast<const float*>(a), static_cast<int>(lda),
                 static_cast<const float*>(b), static_cast<int>(ldb), 0.0f, static_cast<float*>(c),
                 static_cast<int>(ldc));
   }
@@ -240,6 +242,7 @@ void matmul_kernel(const Array& a, const Array& b, const Array& out) {
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
       fail("matmul: matrices of [{}, {}] x [{}, {}] exceed the BLAS size limit", m, k, k, n);
     }
+    blas::require("matmul");  // here, not on a pool thread: a missing library is a Lua error
     blas_matmul(a, b, out);
     return;
   }

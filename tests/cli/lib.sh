@@ -2,10 +2,11 @@
 #
 # The tests are differential: each case runs the stock lua5.4 and lazylua
 # with the same arguments, environment and stdin, then compares stdout,
-# stderr and the exit status. Before comparing, lazylua's own version line
-# (the extra first line of -v) is dropped, the program names are unified
-# (lazylua runs with argv[0] = "lazylua", lua5.4 with argv[0] = "lua5.4") and
-# addresses such as "table: 0x55d0..." are masked.
+# stderr and the exit status. Before comparing, lazylua's own lines (the
+# extra first two lines of -v: its version, what the tensors run on) are
+# dropped, the program names are unified (lazylua runs with argv[0] =
+# "lazylua", lua5.4 with argv[0] = "lua5.4") and addresses such as
+# "table: 0x55d0..." are masked.
 #
 # Usage in a test: source lib.sh "$@"; same_as_lua NAME [options] -- ARGS...;
 # finish. Options: --input TEXT (stdin), --stdin FILE, --env NAME=VALUE.
@@ -31,6 +32,7 @@ export LAZYLUA_CACHE_DIR=$WORK/cache
 failures=0
 cases=0
 VERSION_LINE_PATTERN='^lazylua [0-9][^ ]* \(lazy tensors for Lua\)$'
+CONFIG_LINE_PATTERN='^tensors: [0-9]+ threads?, '
 
 # run_program ARGV0 BINARY OUTPUT_PREFIX INPUT ARGS...: runs one program,
 # saving .stdout, .stderr and .status. Uses the caller's env_settings array.
@@ -73,7 +75,10 @@ same_as_lua() {
   run_program lua5.4 "$REFERENCE_LUA" "$WORK/expected" "$input" "$@"
   run_program lazylua "$LAZYLUA" "$WORK/actual" "$input" "$@"
   if head -n 1 "$WORK/actual.stdout" | grep -Eq "$VERSION_LINE_PATTERN"; then
-    tail -n +2 "$WORK/actual.stdout" >"$WORK/actual.trimmed"
+    # The version line, and the line on what the tensors run on after it.
+    local lazylua_lines=1
+    if sed -n 2p "$WORK/actual.stdout" | grep -Eq "$CONFIG_LINE_PATTERN"; then lazylua_lines=2; fi
+    tail -n +$((lazylua_lines + 1)) "$WORK/actual.stdout" >"$WORK/actual.trimmed"
     mv "$WORK/actual.trimmed" "$WORK/actual.stdout"
   fi
   sed -i 's/lazylua/lua5.4/g' "$WORK/actual.stdout" "$WORK/actual.stderr"

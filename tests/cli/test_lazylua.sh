@@ -4,8 +4,17 @@ source "$(dirname "$0")/lib.sh" "$@"
 
 lua_version=$("$REFERENCE_LUA" -v)
 lazylua_line=$("$LAZYLUA" -v | head -n 1)
-expect_lazylua "-v: lazylua line, then Lua's line last" "$lazylua_line
+config_line=$("$LAZYLUA" -v | sed -n 2p)
+expect_lazylua "-v: lazylua's lines, then Lua's line last" "$lazylua_line
+$config_line
 $lua_version" 0 -- -v
+cases=$((cases + 1))
+if echo "$config_line" | grep -Eq "$CONFIG_LINE_PATTERN"; then
+  report_case "-v second line: threads, kernels and BLAS" 1 ""
+else
+  echo "  second line of -v: '$config_line'"
+  report_case "-v second line: threads, kernels and BLAS" 0 "-v"
+fi
 cases=$((cases + 1))
 if echo "$lazylua_line" | grep -Eq "$VERSION_LINE_PATTERN"; then
   report_case "-v first line names lazylua" 1 ""
