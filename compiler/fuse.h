@@ -21,6 +21,8 @@ enum class Lowering {
   inlined,    // elementwise op, view or constant: index arithmetic in a loop
   reduce,     // a reduction kernel (the producers fused into its reads)
   softmax,    // softmax or log-softmax over the last dim: one kernel
+  arg_reduce, // argmax/argmin: a reduction kernel keeping the first best position
+  cumsum,     // running sums along a dim: a kernel of lines or columns
   assemble,   // cat, slice_update, select_update: a kernel per region written
   matmul,     // a BLAS call
   reference,  // the eager kernel, run inside the plan
