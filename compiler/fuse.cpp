@@ -122,7 +122,7 @@ class Fuser {
   void store_indexed_sources() {
     std::vector<Layout> layouts = compute_layouts(program_, materialized_);
     for (int i = 0; i < count_; i++) {
-      if (!is_indexed_read(at(i).op) || materialized_[i]) continue;
+      if (!is_indexed_read(at(i).op)) continue;
       if (lowering_of(program_, i) != Lowering::inlined) continue;
       const int input = at(i).inputs[0];
       if (layouts[input].defined()) continue;
