@@ -222,14 +222,14 @@ std::string KernelWriter::node_code(int id) {
       if (op == BinaryOp::pow && !is_floating(compute)) {
         // Eager mode raises for a negative exponent unless the base is 1 or -1.
         const char* compute_type = c_type(compute);
-        std::string code = fmt::format("const {} x{} = {};\nconst {} y{} = {};\n", compute_type, id, a,
-                                       compute_type, id, b);
+        std::string code = fmt::format("const {} x{} = {};\nconst {} y{} = {};\n", compute_type, id,
+                                       a, compute_type, id, b);
         code += flag(node.instruction, KernelError::negative_integer_power,
                      fmt::format("(y{0} < 0) & (x{0} != 1) & (x{0} != -1)", id));
-        code += fmt::format("const {} v{} = {};\n", c_type(node.dtype), id,
-                            c_convert(compute, node.dtype,
-                                      c_binary(op, compute, fmt::format("x{}", id),
-                                               fmt::format("y{}", id))));
+        code += fmt::format(
+            "const {} v{} = {};\n", c_type(node.dtype), id,
+            c_convert(compute, node.dtype,
+                      c_binary(op, compute, fmt::format("x{}", id), fmt::format("y{}", id))));
         return code;
       }
       value = c_binary(effective_binary_op(op, compute), compute, a, b);
@@ -285,12 +285,12 @@ std::string KernelWriter::gather_code(int id) {
   std::string code = fmt::format("const int64_t {} = (int64_t){};\n", q, variable(node.inputs[0]));
   const std::string bad = fmt::format("({0} < 1) | ({0} > {1})", q, node.index_extent);
   code += flag(node.instruction, KernelError::index_out_of_range, bad);
-  const std::string offset =
-      node.offset.invariant() ? fmt::format("{}", node.offset.constant)
-                     : index_of(node.offset, fmt::format("b{}", id));
-  const std::string load = fmt::format("{}[{} + ({} ? 0 : {} - 1) * {}]",
-                                       pointer_of(node.base, false), offset, bad, q,
-                                       node.index_stride);
+  const std::string offset = node.offset.invariant()
+                                 ? fmt::format("{}", node.offset.constant)
+                                 : index_of(node.offset, fmt::format("b{}", id));
+  const std::string load =
+      fmt::format("{}[{} + ({} ? 0 : {} - 1) * {}]", pointer_of(node.base, false), offset, bad, q,
+                  node.index_stride);
   const std::string value =
       node.dtype == DType::boolean ? fmt::format("((uint8_t)({} != 0))", load) : load;
   return code + fmt::format("const {} {} = {};\n", c_type(node.dtype), variable(id), value);
@@ -302,12 +302,13 @@ std::string KernelWriter::scatter_code(int id) {
   const KernelNode& node = graph_->node(id);
   const DType type = node.dtype;
   const char* t = c_type(type);
-  const std::string position =
-      node.offset.invariant() ? fmt::format("{}", node.offset.constant)
-                     : index_of(node.offset, fmt::format("b{}", id));
+  const std::string position = node.offset.invariant()
+                                   ? fmt::format("{}", node.offset.constant)
+                                   : index_of(node.offset, fmt::format("b{}", id));
   std::string code = fmt::format("const int64_t j{} = {};\n", id, position);
-  code += fmt::format("{} s{} = {};\n", t, id,
-                      c_convert(graph_->node(node.inputs[0]).dtype, type, variable(node.inputs[0])));
+  code +=
+      fmt::format("{} s{} = {};\n", t, id,
+                  c_convert(graph_->node(node.inputs[0]).dtype, type, variable(node.inputs[0])));
   const BinaryOp add = effective_binary_op(BinaryOp::add, type);
   for (size_t k = 1; k + 1 < node.inputs.size(); k += 2) {
     const std::string q = fmt::format("q{}_{}", id, k / 2);
@@ -317,9 +318,9 @@ std::string KernelWriter::scatter_code(int id) {
     const std::string src =
         c_convert(graph_->node(node.inputs[k + 1]).dtype, type, variable(node.inputs[k + 1]));
     const std::string sum = c_binary(add, type, fmt::format("s{}", id), src);
-    code += fmt::format("s{0} = {1};\n", id,
-                        select_code(type, fmt::format("{} - 1 == j{}", q, id), sum,
-                                    fmt::format("s{}", id)));
+    code += fmt::format(
+        "s{0} = {1};\n", id,
+        select_code(type, fmt::format("{} - 1 == j{}", q, id), sum, fmt::format("s{}", id)));
   }
   return code + fmt::format("const {0} v{1} = s{1};\n", t, id);
 }

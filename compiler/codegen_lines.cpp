@@ -127,16 +127,16 @@ void KernelWriter::cumsum(int instruction) {
   start(shape);
   const std::string out = pointer_of(instruction, true);
   const int value = graph_->value(input, identity_map(shape));
-  const std::string widened = floating
-                                  ? fmt::format("(double)v{}", value)
-                                  : fmt::format("(uint64_t)(int64_t)v{}", value);
+  const std::string widened =
+      floating ? fmt::format("(double)v{}", value) : fmt::format("(uint64_t)(int64_t)v{}", value);
   std::string bases;
   if (shape.rank() == 0) {
     dims_.assign(1, {1, false, {}});
     loop_variable_.assign(1, "");
     const std::string body = emit_values({value}, &bases);
-    finish(bases + body + fmt::format("{}[0] = {};\n", out, c_convert(in_type, out_type,
-                                                                        fmt::format("v{}", value))),
+    finish(bases + body +
+               fmt::format("{}[0] = {};\n", out,
+                           c_convert(in_type, out_type, fmt::format("v{}", value))),
            1, 1, instruction);
     return;
   }
@@ -160,13 +160,13 @@ void KernelWriter::cumsum(int instruction) {
     std::string row = "for (int64_t x = x0; x < x1; ++x) acc[x - x0] = 0;\n";
     row += fmt::format("for (int64_t k = 0; k < {}; ++k) {{\n", n);
     row += "for (int64_t x = x0; x < x1; ++x) {\n" + body;
-    row += fmt::format("acc[x - x0] += {};\n{} = ({})acc[x - x0];\n}}\n}}\n", widened, target,
-                       out_t);
+    row +=
+        fmt::format("acc[x - x0] += {};\n{} = ({})acc[x - x0];\n}}\n}}\n", widened, target, out_t);
     std::string code = fmt::format("{} acc[{}];\n", acc_type, block);
     code += "for (int64_t it = begin; it < end; ++it) {\n";
-    code += walk(0, last_kept, fmt::format("it * {}", block),
-                 fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, lines), bases,
-                 row);
+    code +=
+        walk(0, last_kept, fmt::format("it * {}", block),
+             fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, lines), bases, row);
     code += "}\n";
     finish(code, ceil_div(lines, block),
            std::max<int64_t>(1, kGrainElements / (block * std::max<int64_t>(n, 1))), instruction);

@@ -2,8 +2,8 @@
 // C function, shared by the elementwise, reduction and softmax forms.
 #pragma once
 
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>

@@ -311,9 +311,9 @@ int KernelGraph::indexed_read(int instruction, const IndexMap& map, bool use_lay
   const Layout& layout = layouts_[source];
   LAZYLUA_ASSERT(layout.defined());
   if (roots_.count(layout.base)) reads_own_output = true;
-  const IndexMap index_map =
-      in.op == Op::gather ? map : program_.instructions[index].shape.rank() == 0 ? IndexMap{}
-                                                                                : IndexMap{map[dim]};
+  const IndexMap index_map = in.op == Op::gather                              ? map
+                             : program_.instructions[index].shape.rank() == 0 ? IndexMap{}
+                                                                              : IndexMap{map[dim]};
   IndexMap source_map = map;
   source_map[dim] = normalized(Affine{});
   KernelNode node;
