@@ -739,6 +739,9 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
       case Lowering::cumsum:
         writer.cumsum(fused.roots[0]);
         break;
+      case Lowering::scatter:
+        writer.scatter(fused.roots[0]);
+        break;
       case Lowering::assemble:
         writer.assemble(fused.roots[0]);
         break;

@@ -183,4 +183,75 @@ void KernelWriter::cumsum(int instruction) {
          instruction);
 }
 
+// scatter_add of many terms, one output line (along the dim) at a time:
+// the line is set to the base, then each term of the index line is added
+// at its position, in order (eager mode's order for every element).
+void KernelWriter::scatter(int instruction) {
+  const Instruction& scatter = program_.instructions[instruction];
+  const Shape& shape = scatter.shape;
+  const int64_t total = numel(shape);
+  if (total == 0) return nothing({instruction});
+  const int dim = static_cast<int>(scatter.attrs.values[0]);
+  const DType type = scatter.dtype;
+  const int64_t terms = program_.instructions[scatter.inputs[1]].shape[dim];
+  start(shape);
+  const std::string out = pointer_of(instruction, true);
+  const IndexMap identity = identity_map(shape);
+  // The same kernel dim runs over the output line (j) and over the index
+  // line (k): index and src have the output's extents in the other dims.
+  const int base = graph_->value(scatter.inputs[0], identity);
+  const int index = graph_->value(scatter.inputs[1], identity);
+  const int src = graph_->value(scatter.inputs[2], identity);
+  const Affine write = contiguous_write(shape, -1);
+  collapse(
+      {base, index, src}, {write},
+      [&] {
+        std::vector<bool> reduced(shape.rank(), false);
+        reduced[dim] = true;
+        return reduced;
+      }(),
+      true);
+  std::stable_partition(dims_.begin(), dims_.end(), [](const LoopDim& d) { return !d.reduced; });
+  if (dims_.size() == 1) dims_.insert(dims_.begin(), {1, false, {}});
+  loop_variable_.assign(dims_.size(), "");
+  const int line_dim = static_cast<int>(dims_.size()) - 1;
+  loop_variable_[line_dim - 1] = "x";
+  loop_variable_[line_dim] = "j";
+  const int64_t n = dims_[line_dim].extent;
+  std::string bases;
+  const std::string base_body = emit_values({base}, &bases);
+  const std::string base_target = fmt::format("{}[{}]", out, index_of(write, "w"));
+  // The terms: their own copies of any value also in the base's code.
+  for (size_t id = 0; id < emitted_.size(); id++) {
+    if (!graph_->node(static_cast<int>(id)).invariant) emitted_[id] = false;
+  }
+  loop_variable_[line_dim] = "k";
+  std::string term_bases;
+  const std::string term_body = emit_values({index, src}, &term_bases);
+  bases += fmt::format("const int64_t w = {};\n", base_of(write));
+  Affine line_start = write;
+  line_start.coef[dim] = 0;
+  const std::string slot =
+      fmt::format("{}[{} + (q - 1) * {}]", out, index_of(line_start, "w"), write.coef[dim]);
+  std::string row = "for (int64_t x = x0; x < x1; ++x) {\n";
+  row += fmt::format("for (int64_t j = 0; j < {}; ++j) {{\n", n) + base_body;
+  row += fmt::format("{} = {};\n}}\n", base_target,
+                     c_convert(graph_->node(base).dtype, type, fmt::format("v{}", base)));
+  row += fmt::format("for (int64_t k = 0; k < {}; ++k) {{\n", terms) + term_bases + term_body;
+  row += fmt::format("const int64_t q = (int64_t)v{};\n", index);
+  row += flag(instruction, KernelError::index_out_of_range,
+              fmt::format("(q < 1) | (q > {})", shape[dim]));
+  const std::string value = c_convert(graph_->node(src).dtype, type, fmt::format("v{}", src));
+  row += fmt::format("if (q >= 1 && q <= {}) {} = {};\n}}\n}}\n", shape[dim], slot,
+                     c_binary(effective_binary_op(BinaryOp::add, type), type, slot, value));
+  const int64_t lines = total / n;
+  const int64_t group = std::max<int64_t>(1, kChunk / std::max<int64_t>(n + terms, 1));
+  const std::string code =
+      walk(0, line_dim - 1, fmt::format("begin * {}", group),
+           fmt::format("end * {0} < {1} ? end * {0} : {1}", group, lines), bases, row);
+  finish(code, ceil_div(lines, group),
+         std::max<int64_t>(1, kGrainElements / (group * std::max<int64_t>(n + terms, 1))),
+         instruction);
+}
+
 }  // namespace lazylua::compiler

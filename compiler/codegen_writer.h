@@ -50,6 +50,7 @@ class KernelWriter {
   void softmax(int instruction);
   void arg_reduce(int instruction);  // codegen_lines.cpp
   void cumsum(int instruction);      // codegen_lines.cpp
+  void scatter(int instruction);     // codegen_lines.cpp
   void assemble(int instruction);
   void nothing(const std::vector<int>& roots);
 

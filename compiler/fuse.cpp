@@ -245,10 +245,11 @@ Lowering lowering_of(const Program& program, int index) {
       return has_index_dtype(program, instruction.inputs[1]) ? Lowering::inlined
                                                              : Lowering::reference;
     case Op::scatter_add:
-      return has_index_dtype(program, instruction.inputs[1]) &&
-                     scatter_is_inlined(program, instruction)
-                 ? Lowering::inlined
-                 : Lowering::reference;
+      if (!has_index_dtype(program, instruction.inputs[1]) ||
+          !scatter_covers_lines(program, instruction)) {
+        return Lowering::reference;
+      }
+      return scatter_is_inlined(program, instruction) ? Lowering::inlined : Lowering::scatter;
     case Op::arg_reduce: {
       // The arg of nothing is an error: left to eager code.
       const Shape& input = program.instructions[instruction.inputs[0]].shape;

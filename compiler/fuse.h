@@ -24,6 +24,7 @@ enum class Lowering {
   softmax,     // softmax or log-softmax over the last dim: one kernel
   arg_reduce,  // argmax/argmin: a reduction kernel keeping the first best position
   cumsum,      // running sums along a dim: a kernel of lines or columns
+  scatter,     // scatter_add of many terms: a kernel adding each line's terms
   assemble,    // cat, slice_update, select_update: a kernel per region written
   matmul,      // a BLAS call
   reference,   // the eager kernel, run inside the plan

@@ -43,7 +43,7 @@ bool is_indexed_read(Op op) {
   return op == Op::gather || op == Op::index_select;
 }
 
-bool scatter_is_inlined(const Program& program, const Instruction& instruction) {
+bool scatter_covers_lines(const Program& program, const Instruction& instruction) {
   const Shape& out = instruction.shape;
   const Shape& index = program.instructions[instruction.inputs[1]].shape;
   const int dim = static_cast<int>(instruction.attrs.values[0]);
@@ -53,8 +53,13 @@ bool scatter_is_inlined(const Program& program, const Instruction& instruction) 
   }
   // An index into an empty dim is out of range, which only a visit of
   // its element (none here) would find.
-  if (out[dim] == 0 && numel(index) > 0) return false;
-  return index[dim] <= kScatterInlineTerms;
+  return !(out[dim] == 0 && numel(index) > 0);
+}
+
+bool scatter_is_inlined(const Program& program, const Instruction& instruction) {
+  const Shape& index = program.instructions[instruction.inputs[1]].shape;
+  return scatter_covers_lines(program, instruction) &&
+         index[static_cast<int>(instruction.attrs.values[0])] <= kScatterInlineTerms;
 }
 
 bool reshape_is_view(const Layout& layout, const Shape& from, const Shape& to) {

@@ -65,9 +65,11 @@ bool is_view(Op op);
 // gather and index_select: a read of their input (which must have a
 // layout) at a position taken from the index along one dim.
 bool is_indexed_read(Op op);
-// scatter_add computed element by element: every index/src line along the
-// dim has the output's extents in the other dims (each output element
-// sees its own line), and few enough terms to test them all per element.
+// scatter_add whose index has the output's extents in every other dim:
+// each output line along the dim gets the terms of one index line.
+bool scatter_covers_lines(const Program& program, const Instruction& instruction);
+// ... with few enough terms to test them all per output element: computed
+// element by element (inlined); else a kernel adds each line's terms.
 bool scatter_is_inlined(const Program& program, const Instruction& instruction);
 // The most index terms an inlined scatter_add tests per output element.
 constexpr int64_t kScatterInlineTerms = 8;

@@ -198,6 +198,8 @@ for _, case in ipairs({
   {base = {4, 3}, index = {6, 3}, dim = 1},
   {base = {2, 3, 4}, index = {2, 2, 4}, dim = 2},
   {base = {3, 4}, index = {3, 0}, dim = 2},  -- no terms
+  {base = {3, 4}, index = {3, 12}, dim = 2},  -- many terms: a kernel per line
+  {base = {4, 3}, index = {20, 3}, dim = 1},
 }) do
   local name = string.format("scatter_add %s dim %d index %s", table.concat(case.base, "x"),
                              case.dim, table.concat(case.index, "x"))
@@ -223,6 +225,18 @@ same("scatter_add: integers wrap", function()
   local base = tensor.new({{math.maxinteger, 0}}, {dtype = "i64"})
   local src = tensor.new({{1, 5}}, {dtype = "i64"})
   return base:scatter_add(2, tensor.new({{1, 1}}, {dtype = "i64"}), src)
+end)
+same("scatter_add of many terms: index out of range", function()
+  local i = tensor.cat({positions(3, {2, 15}, 1, 4), tensor.new({{1}, {5}}, {dtype = "i64"})}, 2)
+  return tensor.zeros(2, 4):scatter_add(2, i, tensor.ones(2, 16))
+end, {fails = "scatter_add: index 5 is out of range for dimension 2 of size 4 (valid: 1 to 4)"})
+same("index_select's gradient (an embedding's backward)", function()
+  local e = make(43, {10, 4}, "f", "f32")
+  e:requires_grad(true)
+  local ids = positions(47, {40}, 1, 10)
+  local loss = (e:index_select(1, ids) * tensor.arange(160):float():reshape(40, 4)):sum()
+  loss:backward()
+  return e:grad()
 end)
 same("scatter_add: index out of range", function()
   local base = tensor.zeros(3, 4)
