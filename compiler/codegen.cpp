@@ -82,14 +82,33 @@ std::string variable(int node) {
   return fmt::format("v{}", node);
 }
 
+// Nodes whose code uses an affine of the loop indices (`offset`): reads,
+// gathers and the position of a scatter_add.
+bool has_offset(const KernelGraph& graph, int id) {
+  const KernelNode& node = graph.node(id);
+  return node.kind == KernelNode::Kind::read || node.kind == KernelNode::Kind::gather ||
+         (node.kind == KernelNode::Kind::compute && node.instruction >= 0 &&
+          !node.offset.coef.empty());
+}
+
+// cond ? a : b, of `dtype`, without a branch where that keeps loops vectorizable.
+std::string select_code(DType dtype, const std::string& condition, const std::string& a,
+                        const std::string& b) {
+  if (dtype == DType::boolean) {
+    return fmt::format("((uint8_t)(({0} & {1}) | (({0} ^ 1) & {2})))", condition, a, b);
+  }
+  return fmt::format("lzk_select_{}({}, {}, {})", dtype_name(dtype), condition, a, b);
+}
+
 }  // namespace
 
 void KernelWriter::collapse(const std::vector<int>& values, const std::vector<Affine>& writes,
                             const std::vector<bool>& reduced, bool keep_reduced) {
   std::vector<Affine> accesses = writes;
   for (int id : reachable(*graph_, values)) {
-    const KernelNode& node = graph_->node(id);
-    if (node.kind == KernelNode::Kind::read && !node.invariant) accesses.push_back(node.offset);
+    if (has_offset(*graph_, id) && !graph_->node(id).invariant) {
+      accesses.push_back(graph_->node(id).offset);
+    }
   }
   const Shape& dims = graph_->dims();
   // Built from the innermost dim outwards: an outer dim joins the group
@@ -153,7 +172,7 @@ std::string KernelWriter::emit_values(const std::vector<int>& values, std::strin
   for (int id : ids) {
     if (emitted_[id]) continue;
     const KernelNode& node = graph_->node(id);
-    if (node.kind == KernelNode::Kind::read) {
+    if (has_offset(*graph_, id) && !node.offset.invariant()) {
       *bases += fmt::format("const int64_t b{} = {};\n", id, base_of(node.offset));
     }
     body += node_code(id);
@@ -174,7 +193,9 @@ std::string KernelWriter::node_code(int id) {
         node.dtype == DType::boolean ? fmt::format("((uint8_t)({} != 0))", load) : load;
     return fmt::format("const {} {} = {};\n", type, name, value);
   }
+  if (node.kind == KernelNode::Kind::gather) return gather_code(id);
   const Instruction& instruction = program_.instructions[node.instruction];
+  if (instruction.op == Op::scatter_add) return scatter_code(id);
   if (node.kind == KernelNode::Kind::constant) {
     return fmt::format("const {} {} = {};\n", type, name,
                        c_literal(node.dtype, instruction.constant));
@@ -198,6 +219,19 @@ std::string KernelWriter::node_code(int id) {
       if ((op == BinaryOp::floordiv || op == BinaryOp::mod) && !is_floating(compute)) {
         return division_code(id, op, compute, a, b);
       }
+      if (op == BinaryOp::pow && !is_floating(compute)) {
+        // Eager mode raises for a negative exponent unless the base is 1 or -1.
+        const char* compute_type = c_type(compute);
+        std::string code = fmt::format("const {} x{} = {};\nconst {} y{} = {};\n", compute_type, id,
+                                       a, compute_type, id, b);
+        code += flag(node.instruction, KernelError::negative_integer_power,
+                     fmt::format("(y{0} < 0) & (x{0} != 1) & (x{0} != -1)", id));
+        code += fmt::format(
+            "const {} v{} = {};\n", c_type(node.dtype), id,
+            c_convert(compute, node.dtype,
+                      c_binary(op, compute, fmt::format("x{}", id), fmt::format("y{}", id))));
+        return code;
+      }
       value = c_binary(effective_binary_op(op, compute), compute, a, b);
       break;
     }
@@ -206,17 +240,7 @@ std::string KernelWriter::node_code(int id) {
       const std::string a = c_convert(input_dtype(1), node.dtype, input(1));
       const std::string b = c_convert(input_dtype(2), node.dtype, input(2));
       // Selects by masks: a ?: between computed values can become a branch.
-      switch (node.dtype) {
-        case DType::f32:
-        case DType::f64:
-        case DType::i32:
-        case DType::i64:
-          value = fmt::format("lzk_select_{}({}, {}, {})", dtype_name(node.dtype), condition, a, b);
-          break;
-        case DType::boolean:
-          value = fmt::format("((uint8_t)(({0} & {1}) | (({0} ^ 1) & {2})))", condition, a, b);
-          break;
-      }
+      value = select_code(node.dtype, condition, a, b);
       break;
     }
     case Op::cast:
@@ -236,13 +260,69 @@ std::string KernelWriter::node_code(int id) {
 std::string KernelWriter::division_code(int id, BinaryOp op, DType compute, const std::string& a,
                                         const std::string& b) {
   const int instruction = graph_->node(id).instruction;
-  checked_.insert(instruction);
   const char* type = c_type(compute);
   std::string code = fmt::format("const {} d{} = {};\n", type, id, b);
-  code += fmt::format("e{} |= (uint8_t)(d{} == 0);\n", instruction, id);
+  code += flag(instruction,
+               op == BinaryOp::floordiv ? KernelError::integer_divide_by_zero
+                                        : KernelError::integer_modulo_by_zero,
+               fmt::format("d{} == 0", id));
   const std::string divisor = fmt::format("(d{0} == 0 ? ({1})1 : d{0})", id, type);
   code += fmt::format("const {} v{} = {};\n", type, id, c_binary(op, compute, a, divisor));
   return code;
+}
+
+std::string KernelWriter::flag(int instruction, KernelError error, const std::string& condition) {
+  checked_.emplace(instruction, error);
+  return fmt::format("e{} |= (uint8_t)({});\n", instruction, condition);
+}
+
+// A read at a position from an index (gather, index_select): a position
+// outside [1, extent] sets the error flag and reads position 1 instead, so
+// the loop never reads outside the input.
+std::string KernelWriter::gather_code(int id) {
+  const KernelNode& node = graph_->node(id);
+  const std::string q = fmt::format("q{}", id);
+  std::string code = fmt::format("const int64_t {} = (int64_t){};\n", q, variable(node.inputs[0]));
+  const std::string bad = fmt::format("({0} < 1) | ({0} > {1})", q, node.index_extent);
+  code += flag(node.instruction, KernelError::index_out_of_range, bad);
+  const std::string offset = node.offset.invariant()
+                                 ? fmt::format("{}", node.offset.constant)
+                                 : index_of(node.offset, fmt::format("b{}", id));
+  const std::string load =
+      fmt::format("{}[{} + ({} ? 0 : {} - 1) * {}]", pointer_of(node.base, false), offset, bad, q,
+                  node.index_stride);
+  const std::string value =
+      node.dtype == DType::boolean ? fmt::format("((uint8_t)({} != 0))", load) : load;
+  return code + fmt::format("const {} {} = {};\n", c_type(node.dtype), variable(id), value);
+}
+
+// scatter_add at one output element: the base, plus each term whose
+// position is this element's, in the index's order (as eager mode adds).
+std::string KernelWriter::scatter_code(int id) {
+  const KernelNode& node = graph_->node(id);
+  const DType type = node.dtype;
+  const char* t = c_type(type);
+  const std::string position = node.offset.invariant()
+                                   ? fmt::format("{}", node.offset.constant)
+                                   : index_of(node.offset, fmt::format("b{}", id));
+  std::string code = fmt::format("const int64_t j{} = {};\n", id, position);
+  code +=
+      fmt::format("{} s{} = {};\n", t, id,
+                  c_convert(graph_->node(node.inputs[0]).dtype, type, variable(node.inputs[0])));
+  const BinaryOp add = effective_binary_op(BinaryOp::add, type);
+  for (size_t k = 1; k + 1 < node.inputs.size(); k += 2) {
+    const std::string q = fmt::format("q{}_{}", id, k / 2);
+    code += fmt::format("const int64_t {} = (int64_t){};\n", q, variable(node.inputs[k]));
+    code += flag(node.instruction, KernelError::index_out_of_range,
+                 fmt::format("({0} < 1) | ({0} > {1})", q, node.index_extent));
+    const std::string src =
+        c_convert(graph_->node(node.inputs[k + 1]).dtype, type, variable(node.inputs[k + 1]));
+    const std::string sum = c_binary(add, type, fmt::format("s{}", id), src);
+    code += fmt::format(
+        "s{0} = {1};\n", id,
+        select_code(type, fmt::format("{} - 1 == j{}", q, id), sum, fmt::format("s{}", id)));
+  }
+  return code + fmt::format("const {0} v{1} = s{1};\n", t, id);
 }
 
 // clamp(x, low, high) as the eager op: integer bounds of an integer tensor
@@ -357,11 +437,8 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
     casts += fmt::format("({}{}*)buffers[{}], ", written_[k] ? "" : "const ", type, k);
   }
   std::string flags, errors;
-  for (int checked : checked_) {
+  for (const auto& [checked, error] : checked_) {
     flags += fmt::format("uint8_t e{} = 0;\n", checked);
-    const auto op = static_cast<BinaryOp>(program_.instructions[checked].sub_op);
-    const KernelError error = op == BinaryOp::floordiv ? KernelError::integer_divide_by_zero
-                                                       : KernelError::integer_modulo_by_zero;
     errors += fmt::format("if (e{}) return {};\n", checked, error_code(checked, error));
   }
   // Kernels of identical text (the updates of same-shaped parameters, the
@@ -413,9 +490,10 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   std::map<int, bool> same_element;
   for (int id : reachable(*graph_, values)) {
     const KernelNode& node = graph_->node(id);
-    if (node.kind != KernelNode::Kind::read) continue;
+    const bool gather = node.kind == KernelNode::Kind::gather;
+    if (node.kind != KernelNode::Kind::read && !gather) continue;
     auto [entry, added] = same_element.emplace(slot_of_[node.base], true);
-    entry->second = entry->second && node.offset == write;
+    entry->second = entry->second && !gather && node.offset == write;
   }
   for (const auto& [slot, only_same] : same_element) {
     if (only_same) same_element_reads_.push_back(slot);
@@ -654,6 +732,15 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         break;
       case Lowering::softmax:
         writer.softmax(fused.roots[0]);
+        break;
+      case Lowering::arg_reduce:
+        writer.arg_reduce(fused.roots[0]);
+        break;
+      case Lowering::cumsum:
+        writer.cumsum(fused.roots[0]);
+        break;
+      case Lowering::scatter:
+        writer.scatter(fused.roots[0]);
         break;
       case Lowering::assemble:
         writer.assemble(fused.roots[0]);

@@ -190,7 +190,8 @@ std::string c_binary(BinaryOp op, DType compute, const std::string& a, const std
       return integer ? fmt::format("ll_mod_{}({}, {})", dtype_name(compute), a, b)
                      : fmt::format("ll_mod{}({}, {})", suffix(compute), a, b);
     case BinaryOp::pow:
-      return fmt::format("ll_pow{}({}, {})", suffix(compute), a, b);
+      return integer ? fmt::format("lzk_pow_{}({}, {})", dtype_name(compute), a, b)
+                     : fmt::format("ll_pow{}({}, {})", suffix(compute), a, b);
     // NaN wins for floats; selects by masks keep the loop branch-free.
     case BinaryOp::maximum:
       return integer ? fmt::format("(({0}) > ({1}) ? ({0}) : ({1}))", a, b)
@@ -276,6 +277,22 @@ LZK_INLINE int32_t lzk_low_bound_i32(double v) { return lzk_saturate_i32(ceil(v)
 LZK_INLINE int64_t lzk_low_bound_i64(double v) { return lzk_saturate_i64(ceil(v)); }
 LZK_INLINE int32_t lzk_high_bound_i32(double v) { return lzk_saturate_i32(floor(v)); }
 LZK_INLINE int64_t lzk_high_bound_i64(double v) { return lzk_saturate_i64(floor(v)); }
+
+/* Integer powers as the eager kernel: exact and wrapping, by squaring; a
+ * negative exponent gives 1 or +-1 for bases 1 and -1 (other bases are an
+ * error the kernel flags) and 0 otherwise. */
+#define LZK_IPOW(name, T, U)                                       \
+  LZK_INLINE T name(T a, T b) {                                    \
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0; \
+    U r = 1, base = (U)a;                                          \
+    for (U e = (U)b; e != 0; e >>= 1) {                            \
+      if (e & 1) r *= base;                                        \
+      base *= base;                                                \
+    }                                                              \
+    return (T)r;                                                   \
+  }
+LZK_IPOW(lzk_pow_i32, int32_t, uint32_t)
+LZK_IPOW(lzk_pow_i64, int64_t, uint64_t)
 
 /* Folds of n contiguous values for float reductions, in 4 x 32-byte
  * vectors of independent lanes (float + is not associative, so the

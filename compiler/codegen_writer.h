@@ -2,8 +2,8 @@
 // C function, shared by the elementwise, reduction and softmax forms.
 #pragma once
 
+#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -48,6 +48,9 @@ class KernelWriter {
   void elementwise(const std::vector<int>& roots);
   void reduce(int instruction);
   void softmax(int instruction);
+  void arg_reduce(int instruction);  // codegen_lines.cpp
+  void cumsum(int instruction);      // codegen_lines.cpp
+  void scatter(int instruction);     // codegen_lines.cpp
   void assemble(int instruction);
   void nothing(const std::vector<int>& roots);
 
@@ -77,6 +80,12 @@ class KernelWriter {
   std::string clamp_code(int id);
   std::string division_code(int id, BinaryOp op, DType compute, const std::string& a,
                             const std::string& b);
+  std::string gather_code(int id);
+  std::string scatter_code(int id);
+  // Sets the error flag of `instruction` where `condition` (a C expression) holds.
+  std::string flag(int instruction, KernelError error, const std::string& condition);
+  // Collapses the dims of a kernel over lines along `dim` (codegen_lines.cpp).
+  void line_dims(int value, const Affine& write, int dim, const std::string& inner);
   // Code visiting positions [begin, end) of collapsed dims [first, last]
   // in row-major order; `row` runs for each run of the last dim [x0, x1).
   std::string walk(int first, int last, const std::string& begin, const std::string& end,
@@ -101,7 +110,9 @@ class KernelWriter {
   std::vector<int> arguments_;
   std::vector<bool> written_;
   std::vector<bool> emitted_;
-  std::set<int> checked_;  // instructions whose integer divisors are checked
+  // Instructions whose errors the kernel checks (an error flag each), and
+  // the error each reports.
+  std::map<int, KernelError> checked_;
   std::string prologue_;
   std::vector<int> same_element_reads_;                             // Step::same_element_reads
   std::string name_prefix_;                                         // of the kernels' C names

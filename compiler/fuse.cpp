@@ -22,16 +22,19 @@
 namespace lazylua::compiler {
 namespace {
 
-bool is_integer_pow(const Instruction& instruction) {
-  return instruction.op == Op::binary &&
-         static_cast<BinaryOp>(instruction.sub_op) == BinaryOp::pow &&
-         !is_floating(instruction.dtype);
+// Inlined ops that may raise an error (integer // and % by zero, integer
+// powers with negative exponents, indices out of range): every element
+// must be computed somewhere, as eager mode computes them all.
+bool can_fail_inline(const Instruction& instruction) {
+  if (is_indexed_read(instruction.op) || instruction.op == Op::scatter_add) return true;
+  if (instruction.op != Op::binary || is_floating(instruction.dtype)) return false;
+  const auto op = static_cast<BinaryOp>(instruction.sub_op);
+  return op == BinaryOp::floordiv || op == BinaryOp::mod || op == BinaryOp::pow;
 }
 
-bool is_integer_division(const Instruction& instruction) {
-  if (instruction.op != Op::binary) return false;
-  const auto op = static_cast<BinaryOp>(instruction.sub_op);
-  return (op == BinaryOp::floordiv || op == BinaryOp::mod) && !is_floating(instruction.dtype);
+bool has_index_dtype(const Program& program, int input) {
+  const DType dtype = program.instructions[input].dtype;
+  return dtype == DType::i64 || dtype == DType::i32;
 }
 
 // Ops worth storing rather than recomputing in a second kernel.
@@ -85,6 +88,7 @@ class Fuser {
 
   Fusion run() {
     force_slots();
+    store_indexed_sources();
     store_reshape_inputs();
     store_shared_values();
     Fusion fusion;
@@ -111,6 +115,20 @@ class Fuser {
       }
     }
     for (int output : program_.outputs) materialized_[output] = true;
+  }
+
+  // gather and index_select read their input at computed positions: it
+  // must be in memory (a slot, or a view of one).
+  void store_indexed_sources() {
+    std::vector<Layout> layouts = compute_layouts(program_, materialized_);
+    for (int i = 0; i < count_; i++) {
+      if (!is_indexed_read(at(i).op)) continue;
+      if (lowering_of(program_, i) != Lowering::inlined) continue;
+      const int input = at(i).inputs[0];
+      if (layouts[input].defined()) continue;
+      materialized_[input] = true;
+      layouts = compute_layouts(program_, materialized_);
+    }
   }
 
   void store_reshape_inputs() {
@@ -143,6 +161,10 @@ class Fuser {
       const Instruction& instruction = at(j);
       if (is_expensive(instruction)) return false;
       if (is_elementwise(instruction) && instruction.op != Op::constant) ops++;
+      if (is_indexed_read(instruction.op)) ops += 2;
+      if (instruction.op == Op::scatter_add) {
+        ops += static_cast<int>(at(instruction.inputs[1]).shape[instruction.attrs.values[0]]);
+      }
       if (ops > 3 || seen.size() > 16) return false;
       for (int input : instruction.inputs) stack.push_back(input);
     }
@@ -167,7 +189,7 @@ class Fuser {
                      (!materialized_[user] && partial[user]);
       }
       if (materialized_[i] || lowering_of(program_, i) != Lowering::inlined) continue;
-      if (is_integer_division(at(i)) && partial[i]) {
+      if (can_fail_inline(at(i)) && partial[i]) {
         materialized_[i] = true;
       } else if (readers[i].size() > 1 && !is_cheap(i)) {
         materialized_[i] = true;
@@ -218,10 +240,26 @@ Lowering lowering_of(const Program& program, int index) {
     case Op::parameter:
     case Op::scalar:
       return Lowering::input;
+    case Op::gather:
+    case Op::index_select:
+      return has_index_dtype(program, instruction.inputs[1]) ? Lowering::inlined
+                                                             : Lowering::reference;
+    case Op::scatter_add:
+      if (!has_index_dtype(program, instruction.inputs[1]) ||
+          !scatter_covers_lines(program, instruction)) {
+        return Lowering::reference;
+      }
+      return scatter_is_inlined(program, instruction) ? Lowering::inlined : Lowering::scatter;
+    case Op::arg_reduce: {
+      // The arg of nothing is an error: left to eager code.
+      const Shape& input = program.instructions[instruction.inputs[0]].shape;
+      const int64_t dim = instruction.attrs.values[0];
+      const int64_t extent = dim < 0 ? numel(input) : input.rank() == 0 ? 1 : input[dim];
+      return extent == 0 ? Lowering::reference : Lowering::arg_reduce;
+    }
+    case Op::cumsum:
+      return Lowering::cumsum;
     case Op::binary:
-      // Integer powers raise an error for negative exponents, which a
-      // kernel has no code for.
-      return is_integer_pow(instruction) ? Lowering::reference : Lowering::inlined;
     case Op::constant:
     case Op::unary:
     case Op::where:

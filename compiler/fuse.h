@@ -17,15 +17,19 @@ namespace lazylua::compiler {
 
 // How one instruction runs in a compiled program.
 enum class Lowering {
-  input,      // parameter or scalar: a slot the executor fills
-  inlined,    // elementwise op, view or constant: index arithmetic in a loop
-  reduce,     // a reduction kernel (the producers fused into its reads)
-  softmax,    // softmax or log-softmax over the last dim: one kernel
-  assemble,   // cat, slice_update, select_update: a kernel per region written
-  matmul,     // a BLAS call
-  reference,  // the eager kernel, run inside the plan
-  scan,       // a loop running the body's own plan (tensor/scan.h)
-  scan_part,  // an output of a scan: a view its scan step sets
+  input,       // parameter or scalar: a slot the executor fills
+  inlined,     // elementwise op, view, constant, gather, index_select or a scatter_add
+               // of few terms: index arithmetic in a loop
+  reduce,      // a reduction kernel (the producers fused into its reads)
+  softmax,     // softmax or log-softmax over the last dim: one kernel
+  arg_reduce,  // argmax/argmin: a reduction kernel keeping the first best position
+  cumsum,      // running sums along a dim: a kernel of lines or columns
+  scatter,     // scatter_add of many terms: a kernel adding each line's terms
+  assemble,    // cat, slice_update, select_update: a kernel per region written
+  matmul,      // a BLAS call
+  reference,   // the eager kernel, run inside the plan
+  scan,        // a loop running the body's own plan (tensor/scan.h)
+  scan_part,   // an output of a scan: a view its scan step sets
 };
 Lowering lowering_of(const Program& program, int instruction);
 

@@ -39,6 +39,29 @@ bool is_elementwise(const Instruction& instruction) {
   }
 }
 
+bool is_indexed_read(Op op) {
+  return op == Op::gather || op == Op::index_select;
+}
+
+bool scatter_covers_lines(const Program& program, const Instruction& instruction) {
+  const Shape& out = instruction.shape;
+  const Shape& index = program.instructions[instruction.inputs[1]].shape;
+  const int dim = static_cast<int>(instruction.attrs.values[0]);
+  if (out.rank() == 0 || index.rank() != out.rank()) return false;
+  for (int d = 0; d < out.rank(); d++) {
+    if (d != dim && index[d] != out[d]) return false;
+  }
+  // An index into an empty dim is out of range, which only a visit of
+  // its element (none here) would find.
+  return !(out[dim] == 0 && numel(index) > 0);
+}
+
+bool scatter_is_inlined(const Program& program, const Instruction& instruction) {
+  const Shape& index = program.instructions[instruction.inputs[1]].shape;
+  return scatter_covers_lines(program, instruction) &&
+         index[static_cast<int>(instruction.attrs.values[0])] <= kScatterInlineTerms;
+}
+
 bool reshape_is_view(const Layout& layout, const Shape& from, const Shape& to) {
   Array input;
   input.shape = from;
@@ -267,6 +290,8 @@ int KernelGraph::evaluate(int instruction, const IndexMap& map, bool use_layout)
     if (use_layout) memo_[{instruction, key}] = id;
     return id;
   }
+  if (is_indexed_read(in.op)) return indexed_read(instruction, map, use_layout);
+  if (in.op == Op::scatter_add) return scatter(instruction, map, use_layout);
   LAZYLUA_ASSERT(is_elementwise(in));
   KernelNode node;
   node.kind = KernelNode::Kind::compute;
@@ -280,6 +305,60 @@ int KernelGraph::evaluate(int instruction, const IndexMap& map, bool use_layout)
   }
   // A root's compute node stands for the same value as reads of its slot.
   return add(std::move(node), map, use_layout || !layout.defined());
+}
+
+// gather: out[i] = in[i with dim replaced by index[i] - 1];
+// index_select: out[i] = in[i with dim replaced by index[i[dim]] - 1].
+int KernelGraph::indexed_read(int instruction, const IndexMap& map, bool use_layout) {
+  const Instruction& in = program_.instructions[instruction];
+  const int source = in.inputs[0], index = in.inputs[1];
+  const int dim = static_cast<int>(in.attrs.values[0]);
+  const Layout& layout = layouts_[source];
+  LAZYLUA_ASSERT(layout.defined());
+  if (roots_.count(layout.base)) reads_own_output = true;
+  const IndexMap index_map = in.op == Op::gather                              ? map
+                             : program_.instructions[index].shape.rank() == 0 ? IndexMap{}
+                                                                              : IndexMap{map[dim]};
+  IndexMap source_map = map;
+  source_map[dim] = normalized(Affine{});
+  KernelNode node;
+  node.kind = KernelNode::Kind::gather;
+  node.instruction = instruction;
+  node.dtype = in.dtype;
+  node.base = layout.base;
+  node.offset = offset_of(layout, source_map);
+  node.index_stride = layout.strides[dim];
+  node.index_extent = program_.instructions[source].shape[dim];
+  node.inputs.push_back(value(index, index_map));
+  node.invariant = node.offset.invariant() && nodes_[node.inputs[0]].invariant;
+  return add(std::move(node), map, use_layout || !layouts_[instruction].defined());
+}
+
+// scatter_add with every term of the element's line tested in the eager
+// order (row-major over the index: along the dim), so float sums round
+// exactly as eager mode's.
+int KernelGraph::scatter(int instruction, const IndexMap& map, bool use_layout) {
+  const Instruction& in = program_.instructions[instruction];
+  const int dim = static_cast<int>(in.attrs.values[0]);
+  const Shape& index_shape = program_.instructions[in.inputs[1]].shape;
+  KernelNode node;
+  node.kind = KernelNode::Kind::compute;
+  node.instruction = instruction;
+  node.dtype = in.dtype;
+  node.offset = normalized(map[dim]);
+  node.index_extent = in.shape[dim];
+  node.inputs.push_back(value(in.inputs[0], map));
+  node.invariant = nodes_[node.inputs[0]].invariant && node.offset.invariant();
+  for (int64_t k = 0; k < index_shape[dim]; k++) {
+    IndexMap term = map;
+    term[dim] = normalized(Affine{k, {}});
+    for (int input : {in.inputs[1], in.inputs[2]}) {
+      const int id = value(input, term);
+      node.inputs.push_back(id);
+      node.invariant = node.invariant && nodes_[id].invariant;
+    }
+  }
+  return add(std::move(node), map, use_layout || !layouts_[instruction].defined());
 }
 
 }  // namespace lazylua::compiler

@@ -62,9 +62,22 @@ bool reshape_is_view(const Layout& layout, const Shape& from, const Shape& to);
 // their inputs (unary, binary, where, cast, clamp, constants).
 bool is_elementwise(const Instruction& instruction);
 bool is_view(Op op);
+// gather and index_select: a read of their input (which must have a
+// layout) at a position taken from the index along one dim.
+bool is_indexed_read(Op op);
+// scatter_add whose index has the output's extents in every other dim:
+// each output line along the dim gets the terms of one index line.
+bool scatter_covers_lines(const Program& program, const Instruction& instruction);
+// ... with few enough terms to test them all per output element: computed
+// element by element (inlined); else a kernel adds each line's terms.
+bool scatter_is_inlined(const Program& program, const Instruction& instruction);
+// The most index terms an inlined scatter_add tests per output element.
+constexpr int64_t kScatterInlineTerms = 8;
 
 struct KernelNode {
-  enum class Kind { read, constant, compute };
+  // gather: a read of `base` at `offset` + (inputs[0] - 1) * index_stride,
+  // the 1-based position inputs[0] checked against [1, index_extent].
+  enum class Kind { read, constant, compute, gather };
   Kind kind = Kind::compute;
   int instruction = -1;  // the value this node is (read: the instruction whose layout is read)
   DType dtype = DType::f32;
@@ -74,6 +87,11 @@ struct KernelNode {
   // compute: the input nodes, in the instruction's input order.
   std::vector<int> inputs;
   bool invariant = false;  // the same at every index: computed once per call
+  // gather: as above. A compute node of scatter_add: inputs are the base,
+  // then (index, src) per term; `offset` is the output's position along
+  // the scattered dim, index_extent that dim's extent.
+  int64_t index_stride = 0;
+  int64_t index_extent = 0;
 };
 
 class KernelGraph {
@@ -112,6 +130,8 @@ class KernelGraph {
  private:
   int add(KernelNode node, const IndexMap& map, bool memoize);
   int evaluate(int instruction, const IndexMap& map, bool use_layout);
+  int indexed_read(int instruction, const IndexMap& map, bool use_layout);
+  int scatter(int instruction, const IndexMap& map, bool use_layout);
   Affine normalized(Affine affine) const;
 
   const Program& program_;

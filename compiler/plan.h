@@ -30,7 +30,12 @@ struct Slot {
 // iterations [begin, end) of its outer loop (the executor splits
 // [0, Step::iterations) across threads, at least Step::grain per chunk).
 // It returns 0, or an error code made by error_code() below.
-enum class KernelError : int { integer_divide_by_zero = 1, integer_modulo_by_zero = 2 };
+enum class KernelError : int {
+  integer_divide_by_zero = 1,
+  integer_modulo_by_zero = 2,
+  index_out_of_range = 3,      // gather, index_select, scatter_add
+  negative_integer_power = 4,  // an integer to a negative power (base not 1 or -1)
+};
 constexpr int error_code(int instruction, KernelError error) {
   return (instruction + 1) * 8 + static_cast<int>(error);
 }
