@@ -79,10 +79,11 @@ inline std::shared_ptr<Library> build(const std::string& source,
   if (!mkdtemp(pattern.data())) return nullptr;
   const fs::path dir = pattern;
   std::ofstream(dir / "k.c") << source;
-  const std::string command = "cd '" + dir.string() +
-                              "' && cc -O2 -march=native -fPIC -shared -fno-math-errno "
-                              "-Werror=implicit-function-declaration " +
-                              extra_flags + " -o k.so k.c > log.txt 2>&1";
+  const std::string command =
+      "cd '" + dir.string() +
+      "' && cc -O2 -march=native -mprefer-vector-width=512 -fPIC -shared -fno-math-errno "
+      "-Werror=implicit-function-declaration " +
+      extra_flags + " -o k.so k.c > log.txt 2>&1";
   const int status = std::system(command.c_str());
   const std::string messages = read_text(dir / "log.txt");
   if (log) *log = messages;
