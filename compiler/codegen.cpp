@@ -746,10 +746,13 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         writer.assemble(fused.roots[0]);
         break;
       case Lowering::matmul:
+      case Lowering::library:
       case Lowering::reference: {
         const int root = fused.roots[0];
         Step step;
-        step.kind = fused.lowering == Lowering::matmul ? Step::Kind::matmul : Step::Kind::reference;
+        step.kind = fused.lowering == Lowering::matmul    ? Step::Kind::matmul
+                    : fused.lowering == Lowering::library ? Step::Kind::library
+                                                          : Step::Kind::reference;
         step.instruction = root;
         const std::vector<int>& inputs = program.instructions[root].inputs;
         for (size_t k = 0; k < inputs.size(); k++) {
@@ -772,6 +775,7 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
     }
     if (plan.steps.size() == first_step) continue;
     const char* kind = fused.lowering == Lowering::matmul      ? "blas"
+                       : fused.lowering == Lowering::library   ? "library"
                        : fused.lowering == Lowering::reference ? "eager"
                        : fused.lowering == Lowering::scan      ? "scan"
                                                                : "kernel";

@@ -34,7 +34,8 @@ std::vector<int> choose_donors(const Program& program, const Plan& plan) {
   std::vector<bool> fallible_from(step_count + 1, false);
   for (int k = step_count - 1; k >= 0; k--) {
     const Step& step = plan.steps[k];
-    fallible_from[k] = fallible_from[k + 1] || step.can_fail || step.kind == Step::Kind::reference;
+    fallible_from[k] = fallible_from[k + 1] || step.can_fail ||
+                       step.kind == Step::Kind::reference || step.kind == Step::Kind::library;
   }
   // last_use[slot]: the last step that uses the slot;
   // first_write[slot]: the first step that writes it (cat writes a slot in

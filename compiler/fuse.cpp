@@ -105,8 +105,8 @@ class Fuser {
       const Lowering lowering = lowering_of(program_, i);
       if (lowering == Lowering::inlined) continue;
       materialized_[i] = true;
-      if (lowering == Lowering::matmul || lowering == Lowering::reference ||
-          lowering == Lowering::scan) {
+      if (lowering == Lowering::matmul || lowering == Lowering::library ||
+          lowering == Lowering::reference || lowering == Lowering::scan) {
         for (int input : at(i).inputs) {
           const int source =
               lowering == Lowering::matmul ? blas_transposed_source(program_, input) : -1;
@@ -287,6 +287,12 @@ Lowering lowering_of(const Program& program, int index) {
     }
     case Op::matmul:
       return Lowering::matmul;
+    case Op::conv2d:
+    case Op::conv2d_grad_input:
+    case Op::conv2d_grad_weight:
+    case Op::max_pool2d:
+    case Op::max_pool2d_grad:
+      return Lowering::library;
     case Op::cat:
     case Op::slice_update:
     case Op::select_update:

@@ -27,6 +27,7 @@ enum class Lowering {
   scatter,     // scatter_add of many terms: a kernel adding each line's terms
   assemble,    // cat, slice_update, select_update: a kernel per region written
   matmul,      // a BLAS call
+  library,     // convolution or pooling: the shared kernel of tensor/kernels/conv.cpp
   reference,   // the eager kernel, run inside the plan
   scan,        // a loop running the body's own plan (tensor/scan.h)
   scan_part,   // an output of a scan: a view its scan step sets

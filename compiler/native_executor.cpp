@@ -289,6 +289,8 @@ class NativeExecutor final : public Executor {
       Array& out = slots[step.slots.back()];
       if (step.kind == Step::Kind::matmul) {
         result = ops::matmul_into(arguments[0], arguments[1], out);
+      } else if (step.kind == Step::Kind::library) {
+        result = evaluate_instruction(instruction, arguments);
       } else {
         metrics.fallbacks++;
         metrics.fallbacks_by_op[instruction.name()]++;

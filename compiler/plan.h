@@ -41,14 +41,15 @@ constexpr int error_code(int instruction, KernelError error) {
 }
 
 struct Step {
-  enum class Kind { kernel, matmul, reference, scan };
+  // library: a convolution or pooling kernel shared with eager mode.
+  enum class Kind { kernel, matmul, library, reference, scan };
   Kind kind = Kind::reference;
   std::string function;      // kernel: the C function's name in Plan::source
   int64_t iterations = 0;    // kernel: trip count of the outer loop
   int64_t grain = 1;         // kernel: fewest iterations worth a thread
   std::vector<int> slots;    // kernel: its buffers in argument order;
-                             // matmul/reference: input slots, then the output slot
-  int instruction = -1;      // matmul/reference: the instruction computed;
+                             // matmul/library/reference: input slots, then the output slot
+  int instruction = -1;      // matmul/library/reference: the instruction computed;
                              // kernel: the first instruction it covers
   std::vector<int> written;  // kernel: the slots it writes
   // kernel: slots an elementwise kernel reads only at the element it is
@@ -66,11 +67,11 @@ struct Step {
 
 struct Plan {
   std::vector<Slot> slots;
-  std::vector<Step> steps;     // in order
-  std::vector<int> outputs;    // the slot of each Program output, in order
-  std::string source;          // C source of every kernel (empty if none)
-  int kernel_count = 0;        // with the kernels of scan bodies
-  std::string summary;         // one line: ops and shapes, for cache records
+  std::vector<Step> steps;   // in order
+  std::vector<int> outputs;  // the slot of each Program output, in order
+  std::string source;        // C source of every kernel (empty if none)
+  int kernel_count = 0;      // with the kernels of scan bodies
+  std::string summary;       // one line: ops and shapes, for cache records
   // Filled when the compiled code is loaded: each kernel step's function
   // (null for other steps).
   std::vector<void*> functions;

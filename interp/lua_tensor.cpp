@@ -330,6 +330,7 @@ int open_tensor_module(lua_State* L) {
   const int methods = lua_gettop(L);
   binding::register_methods(L);
   binding::register_autograd_methods(L);
+  binding::register_conv_methods(L);
 
   // Module functions: every method, plus the factories.
   lua_pushnil(L);

@@ -1,7 +1,7 @@
--- nn_conv.lua - Conv2d and pooling for nn.lua. A convolution is one
--- matrix product: the input's K*K shifted windows are stacked into columns
--- (im2col: views and one join, which the compiler turns into one copy
--- kernel) and the weight [out, in*K*K] multiplies them all at once.
+-- nn_conv.lua - Conv2d and pooling for nn.lua. Conv2d and MaxPool2d (on
+-- float tensors) are the ops tensor.conv2d and tensor.max_pool2d, whose
+-- kernels build a few samples' columns at a time and multiply them with
+-- BLAS; AvgPool2d is a mean over the windows (views of the input).
 local tensor = require "tensor"
 
 return function(nn)
@@ -98,14 +98,10 @@ return function(nn)
       error(string.format("Conv2d: expected input [N, %d, H, W], got [%s]", self.in_channels,
         table.concat(x:size(), ", ")), 2)
     end
-    local n = x:size(1)
-    local list, oh, ow = windows(x, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, 0)
-    -- [C, K*K, N, OH, OW] -> [C*K*K, N*OH*OW]: rows in the weight's (c, i, j) order.
-    local columns = tensor.stack(list, 2):reshape(self.in_channels * self.kh * self.kw, n * oh * ow)
-    local weight = self.weight:reshape(self.out_channels, self.in_channels * self.kh * self.kw)
-    local y = weight:matmul(columns)  -- [O, N*OH*OW]
-    if self.bias then y = y + self.bias:reshape(self.out_channels, 1) end
-    return y:reshape(self.out_channels, n, oh, ow):transpose(1, 2)
+    local y = tensor.conv2d(x, self.weight,
+      {stride = {self.sh, self.sw}, padding = {self.ph, self.pw}})
+    if self.bias then y = y + self.bias:reshape(self.out_channels, 1, 1) end
+    return y
   end
 
   function Conv2d:extra_repr()
@@ -130,6 +126,11 @@ return function(nn)
       if x:dim() ~= 4 then
         error(string.format("%s: expected input [N, C, H, W], got [%s]", name,
           table.concat(x:size(), ", ")), 2)
+      end
+      local dtype = x:dtype()
+      if name == "MaxPool2d" and (dtype == "f32" or dtype == "f64") then
+        return tensor.max_pool2d(x, {self.kh, self.kw},
+          {stride = {self.sh, self.sw}, padding = {self.ph, self.pw}})
       end
       local n, c, hgt, wid = table.unpack(x:size())
       if self.kh == self.sh and self.kw == self.sw and self.ph == 0 and self.pw == 0 and

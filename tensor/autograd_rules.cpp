@@ -559,4 +559,31 @@ Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tenso
   });
 }
 
+// ---- Convolution and pooling ----
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window) {
+  Tensor out = lazylua::conv2d(x, weight, window);
+  const bool want_x = needs_grad(x), want_w = needs_grad(weight);
+  if (!want_x && !want_w) return out;
+  Context* c = out->context.get();
+  const Saved sx = want_w ? save(x) : Saved{}, sw = want_x ? save(weight) : Saved{};
+  const Shape x_shape = x->shape, w_shape = weight->shape;
+  return attach(out, "conv2d", {x, weight}, [=](const Tensor& g) -> Grads {
+    Tensor gx, gw;
+    if (want_x) gx = lazylua::conv2d_grad_input(g, restore(c, sw), x_shape, window);
+    if (want_w) gw = lazylua::conv2d_grad_weight(g, restore(c, sx), w_shape, window);
+    return {gx, gw};
+  });
+}
+
+Tensor max_pool2d(const Tensor& x, const Window2d& window) {
+  Tensor out = lazylua::max_pool2d(x, window);
+  if (!needs_grad(x)) return out;
+  Context* c = out->context.get();
+  const Saved sx = save(x);
+  return attach(out, "max_pool2d", {x}, [=](const Tensor& g) -> Grads {
+    return {lazylua::max_pool2d_grad(g, restore(c, sx), window)};
+  });
+}
+
 }  // namespace lazylua::autograd

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "array.h"
+#include "kernels/conv.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 
@@ -105,5 +106,20 @@ Array index_select(const Array& a, int dim, const Array& index);
 
 // Resolves one -1 extent of `shape` against `numel`; Errors name `op`.
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
+
+// Convolution and max pooling over [N, C, H, W] f32/f64 arrays (2-D, no
+// dilation or groups), as torch.nn.functional.conv2d and max_pool2d; the
+// gradients of both. The window's six numbers are the IR node's attrs.
+Window2d window_from_attrs(const int64_t* attrs);
+void window_to_attrs(const Window2d& window, int64_t* attrs);
+// x [N, C, H, W], weight [O, C, kh, kw] -> [N, O, OH, OW].
+Array conv2d(const Array& x, const Array& weight, const Window2d& window);
+Array conv2d_grad_input(const Array& grad_y, const Array& weight, const Shape& input_shape,
+                        const Window2d& window);
+Array conv2d_grad_weight(const Array& grad_y, const Array& x, const Shape& weight_shape,
+                         const Window2d& window);
+// x [N, C, H, W] -> [N, C, OH, OW]; padding is -inf and at most half the kernel.
+Array max_pool2d(const Array& x, const Window2d& window);
+Array max_pool2d_grad(const Array& grad_y, const Array& x, const Window2d& window);
 
 }  // namespace lazylua::ops

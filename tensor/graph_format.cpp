@@ -46,6 +46,13 @@ std::string attr_string(const Node& node) {
       for (int i = 0; i < rank; i++) text += (i ? "," : "") + std::to_string(a[i]);
       return text + "]";
     }
+    case Op::conv2d:
+    case Op::conv2d_grad_input:
+    case Op::conv2d_grad_weight:
+    case Op::max_pool2d:
+    case Op::max_pool2d_grad:
+      return fmt::format("kernel={}x{}, stride={}x{}, padding={}x{}", a[0], a[1], a[2], a[3], a[4],
+                         a[5]);
     case Op::clamp:
       return fmt::format("{}{}", node.sub_op & 1 ? "low" : "", node.sub_op & 2 ? " high" : "");
     default:

@@ -28,6 +28,11 @@ int attr_count(Op op, int input_rank) {
     case Op::slice:
       return 3;
     case Op::scan:
+    case Op::conv2d:
+    case Op::conv2d_grad_input:
+    case Op::conv2d_grad_weight:
+    case Op::max_pool2d:
+    case Op::max_pool2d_grad:
       return 6;
     case Op::scan_output:
       return 2;
@@ -245,6 +250,16 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
       return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
     case Op::scatter_add:
       return ops::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
+    case Op::conv2d:
+      return ops::conv2d(in[0], in[1], ops::window_from_attrs(a));
+    case Op::conv2d_grad_input:
+      return ops::conv2d_grad_input(in[0], in[1], node.shape, ops::window_from_attrs(a));
+    case Op::conv2d_grad_weight:
+      return ops::conv2d_grad_weight(in[0], in[1], node.shape, ops::window_from_attrs(a));
+    case Op::max_pool2d:
+      return ops::max_pool2d(in[0], ops::window_from_attrs(a));
+    case Op::max_pool2d_grad:
+      return ops::max_pool2d_grad(in[0], in[1], ops::window_from_attrs(a));
     case Op::scan:
       return evaluate_scan(node, in);
     case Op::scan_output:

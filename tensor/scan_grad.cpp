@@ -104,6 +104,12 @@ Tensor replay_node(Context* context, const Node& node, const std::vector<Tensor>
     case Op::scatter_add:
       out = autograd::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
       break;
+    case Op::conv2d:
+      out = autograd::conv2d(in[0], in[1], ops::window_from_attrs(a));
+      break;
+    case Op::max_pool2d:
+      out = autograd::max_pool2d(in[0], ops::window_from_attrs(a));
+      break;
     default:
       return raw(context, node, in);
   }

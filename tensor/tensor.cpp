@@ -724,4 +724,65 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   return record(context_of(a), Op::index_select, 0, m, {value_of(a), value_of(index)}, {dim});
 }
 
+// ---- Convolution and pooling ----
+
+namespace {
+
+// Eager mode runs compute(arrays); lazy mode runs it on meta arrays for the
+// result's shape and checks, and records `op` with the window as attrs.
+template <typename Compute>
+Tensor windowed(Op op, std::initializer_list<const Tensor*> inputs, const Window2d& window,
+                Compute&& compute) {
+  const Tensor& first = **inputs.begin();
+  std::vector<Array> arrays;
+  if (first->context->eager) {
+    for (const Tensor* t : inputs) arrays.push_back(eager_data(*t));
+    return wrap(first, compute(arrays));
+  }
+  Array m;
+  {
+    MetaScope scope;
+    for (const Tensor* t : inputs) arrays.push_back(meta(*t));
+    m = compute(arrays);
+  }
+  Attrs attrs;
+  ops::window_to_attrs(window, attrs.values);
+  std::vector<NodeRef> nodes;
+  for (const Tensor* t : inputs) nodes.push_back(value_of(*t));
+  return record(context_of(first), op, 0, m, std::move(nodes), attrs);
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window) {
+  return windowed(Op::conv2d, {&x, &weight}, window,
+                  [&](const std::vector<Array>& in) { return ops::conv2d(in[0], in[1], window); });
+}
+
+Tensor conv2d_grad_input(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
+                         const Window2d& window) {
+  return windowed(Op::conv2d_grad_input, {&grad_y, &weight}, window,
+                  [&](const std::vector<Array>& in) {
+                    return ops::conv2d_grad_input(in[0], in[1], input_shape, window);
+                  });
+}
+
+Tensor conv2d_grad_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
+                          const Window2d& window) {
+  return windowed(Op::conv2d_grad_weight, {&grad_y, &x}, window, [&](const std::vector<Array>& in) {
+    return ops::conv2d_grad_weight(in[0], in[1], weight_shape, window);
+  });
+}
+
+Tensor max_pool2d(const Tensor& x, const Window2d& window) {
+  return windowed(Op::max_pool2d, {&x}, window,
+                  [&](const std::vector<Array>& in) { return ops::max_pool2d(in[0], window); });
+}
+
+Tensor max_pool2d_grad(const Tensor& grad_y, const Tensor& x, const Window2d& window) {
+  return windowed(Op::max_pool2d_grad, {&grad_y, &x}, window, [&](const std::vector<Array>& in) {
+    return ops::max_pool2d_grad(in[0], in[1], window);
+  });
+}
+
 }  // namespace lazylua

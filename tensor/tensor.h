@@ -140,4 +140,13 @@ Tensor gather(const Tensor& a, int dim, const Tensor& index);
 Tensor index_select(const Tensor& a, int dim, const Tensor& index);
 Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
 
+// Convolution and max pooling over [N, C, H, W] (ops::conv2d and friends).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window);
+Tensor conv2d_grad_input(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
+                         const Window2d& window);
+Tensor conv2d_grad_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
+                          const Window2d& window);
+Tensor max_pool2d(const Tensor& x, const Window2d& window);
+Tensor max_pool2d_grad(const Tensor& grad_y, const Tensor& x, const Window2d& window);
+
 }  // namespace lazylua

@@ -227,6 +227,12 @@ void loop_matmul(const Array& a, const Array& b_in, const Array& out) {
 
 }  // namespace
 
+void float_gemm(bool is_double, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc) {
+  gemm(is_double, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+       m, n, k, a, lda, b, ldb, c, ldc);
+}
+
 void matmul_kernel(const Array& a, const Array& b, const Array& out) {
   LAZYLUA_ASSERT(a.rank() == 3 && b.rank() == 3 && out.rank() == 3);
   LAZYLUA_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype && out.is_contiguous());

@@ -13,4 +13,10 @@ namespace lazylua {
 // first. Integer and bool dtypes use a blocked loop (bool: logical or-of-and).
 void matmul_kernel(const Array& a, const Array& b, const Array& out);
 
+// Row-major C [m, n] = op(A) op(B) for f32 (or f64 when is_double), split
+// into bands on the thread pool when large (inline inside a parallel
+// region). Each element of C is computed the same way whatever the split.
+void float_gemm(bool is_double, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc);
+
 }  // namespace lazylua

@@ -1,0 +1,290 @@
+-- test_conv.lua - tensor.conv2d and tensor.max_pool2d (the ops behind
+-- nn.Conv2d and nn.MaxPool2d): results against direct loops in Lua doubles,
+-- gradients against an independent construction (padding, shifted windows
+-- and a matrix product, differentiated by autograd's rules for those ops)
+-- and against loops, batches that span several column chunks, NaN and tie
+-- rules, eager and lazy giving the same bits, and clear errors that leave
+-- the process usable.
+local h = dofile("helpers.lua")
+local lh = dofile("lazy_helpers.lua")
+
+-- Direct convolution of nested tables (no padding op, no products).
+local function conv_loop(X, Wt, sh, sw, ph, pw)
+  local N, C, H, W = #X, #X[1], #X[1][1], #X[1][1][1]
+  local O, KH, KW = #Wt, #Wt[1][1], #Wt[1][1][1]
+  local OH, OW = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+  local out = {}
+  for n = 1, N do
+    out[n] = {}
+    for o = 1, O do
+      out[n][o] = {}
+      for oh = 1, OH do
+        out[n][o][oh] = {}
+        for ow = 1, OW do
+          local s = 0
+          for c = 1, C do
+            for i = 1, KH do
+              for j = 1, KW do
+                local y, x = (oh - 1) * sh - ph + i, (ow - 1) * sw - pw + j
+                if y >= 1 and y <= H and x >= 1 and x <= W then
+                  s = s + X[n][c][y][x] * Wt[o][c][i][j]
+                end
+              end
+            end
+          end
+          out[n][o][oh][ow] = s
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- Max pooling of nested tables with -inf padding: values, and each
+-- window's first maximum (row-major), the position that gets its gradient.
+local function pool_loop(X, KH, KW, sh, sw, ph, pw)
+  local N, C, H, W = #X, #X[1], #X[1][1], #X[1][1][1]
+  local OH, OW = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+  local out, where = {}, {}
+  for n = 1, N do
+    out[n], where[n] = {}, {}
+    for c = 1, C do
+      out[n][c], where[n][c] = {}, {}
+      for oh = 1, OH do
+        out[n][c][oh], where[n][c][oh] = {}, {}
+        for ow = 1, OW do
+          local best, at = -math.huge, nil
+          for i = 1, KH do
+            for j = 1, KW do
+              local y, x = (oh - 1) * sh - ph + i, (ow - 1) * sw - pw + j
+              if y >= 1 and y <= H and x >= 1 and x <= W then
+                local v = X[n][c][y][x]
+                if at == nil or v > best or (v ~= v and best == best) then best, at = v, {y, x} end
+              end
+            end
+          end
+          out[n][c][oh][ow], where[n][c][oh][ow] = best, at
+        end
+      end
+    end
+  end
+  return out, where
+end
+
+-- The convolution built from other ops: zero padding by cat, the K*K
+-- shifted windows by narrow (stride by reshape and select), one matrix
+-- product. Its gradients come from those ops' rules.
+local function conv_by_windows(x, w, sh, sw, ph, pw)
+  local n, c, hgt, wid = table.unpack(x:size())
+  local o, _, kh, kw = table.unpack(w:size())
+  local oh, ow = (hgt + 2 * ph - kh) // sh + 1, (wid + 2 * pw - kw) // sw + 1
+  local eh, ew = math.max(0, (kh - 1) + sh * oh - (hgt + 2 * ph)), math.max(0, (kw - 1) + sw * ow - (wid + 2 * pw))
+  local function zeros(a, b) return tensor.zeros(n, c, a, b, {dtype = x:dtype()}) end
+  local xp = tensor.cat({zeros(ph, wid), x, zeros(ph + eh, wid)}, 3)
+  xp = tensor.cat({zeros(hgt + 2 * ph + eh, pw), xp, zeros(hgt + 2 * ph + eh, pw + ew)}, 4)
+  local rows = {}
+  for i = 1, kh do
+    for j = 1, kw do
+      local win = xp:narrow(3, i, sh * oh):narrow(4, j, sw * ow)
+      win = win:reshape(n, c, oh, sh, ow, sw):select(6, 1):select(4, 1)  -- [N, C, OH, OW]
+      rows[#rows + 1] = win:permute(2, 1, 3, 4)                          -- [C, N, OH, OW]
+    end
+  end
+  local columns = tensor.stack(rows, 2):reshape(c * kh * kw, n * oh * ow)
+  local y = w:reshape(o, c * kh * kw):matmul(columns)
+  return y:reshape(o, n, oh, ow):permute(2, 1, 3, 4)
+end
+
+local CASES = {
+  {kh = 3, kw = 3, sh = 1, sw = 1, ph = 1, pw = 1},
+  {kh = 3, kw = 3, sh = 1, sw = 1, ph = 0, pw = 0},
+  {kh = 3, kw = 2, sh = 2, sw = 1, ph = 1, pw = 0},
+  {kh = 2, kw = 3, sh = 1, sw = 3, ph = 0, pw = 2},
+  {kh = 1, kw = 1, sh = 2, sw = 2, ph = 0, pw = 0},
+  {kh = 5, kw = 5, sh = 3, sw = 2, ph = 2, pw = 1},
+}
+
+for _, dtype in ipairs({"f32", "f64"}) do
+  for _, k in ipairs(CASES) do
+    h.test(string.format("conv2d %s %dx%d stride %dx%d padding %dx%d against a loop", dtype,
+        k.kh, k.kw, k.sh, k.sw, k.ph, k.pw), function()
+      local x = tensor.new(h.rand_list(7, {3, 2, 7, 6}, -1, 1), {dtype = dtype})
+      local w = tensor.new(h.rand_list(8, {4, 2, k.kh, k.kw}, -1, 1), {dtype = dtype})
+      local y = tensor.conv2d(x, w, {stride = {k.sh, k.sw}, padding = {k.ph, k.pw}})
+      local tol = dtype == "f32" and {rel = 1e-5, abs = 1e-5} or h.F64
+      h.near(y, conv_loop(x:tolist(), w:tolist(), k.sh, k.sw, k.ph, k.pw), tol, dtype)
+    end)
+  end
+end
+
+h.test("conv2d: a single number is both stride and padding; methods too", function()
+  local x = tensor.new(h.rand_list(9, {2, 3, 5, 5}, -1, 1))
+  local w = tensor.new(h.rand_list(10, {2, 3, 3, 3}, -1, 1))
+  h.near(x:conv2d(w, {stride = 2, padding = 1}), conv_loop(x:tolist(), w:tolist(), 2, 2, 1, 1),
+    {rel = 1e-5, abs = 1e-5})
+  h.near(tensor.conv2d(x, w), conv_loop(x:tolist(), w:tolist(), 1, 1, 0, 0), {rel = 1e-5, abs = 1e-5})
+end)
+
+-- 37 samples of 8x8 (64 outputs each) span three column chunks (16, 16, 5),
+-- whose weight-gradient products are added in order.
+for _, k in ipairs({CASES[1], CASES[3]}) do
+  h.test(string.format("conv2d over several chunks, forward and gradients, stride %dx%d", k.sh, k.sw), function()
+    local x = tensor.new(h.rand_list(11, {37, 3, 8, 8}, -1, 1), {dtype = "f64"})
+    local w = tensor.new(h.rand_list(12, {5, 3, k.kh, k.kw}, -1, 1), {dtype = "f64"})
+    local r = nil
+    local function run(f)
+      local xg, wg = x:clone():requires_grad(true), w:clone():requires_grad(true)
+      local y = f(xg, wg)
+      r = r or tensor.new(h.rand_list(13, y:size(), 0.5, 1.5), {dtype = "f64"})
+      ;(y * r):sum():backward()
+      return y, xg:grad(), wg:grad()
+    end
+    local y1, gx1, gw1 = run(function(a, b)
+      return tensor.conv2d(a, b, {stride = {k.sh, k.sw}, padding = {k.ph, k.pw}})
+    end)
+    local y2, gx2, gw2 = run(function(a, b) return conv_by_windows(a, b, k.sh, k.sw, k.ph, k.pw) end)
+    h.near(y1, y2:tolist(), h.F64)
+    h.near(gx1, gx2:tolist(), h.F64)
+    h.near(gw1, gw2:tolist(), {rel = 1e-11, abs = 1e-11})
+  end)
+end
+
+-- Gradients against central differences of the loop itself, f64.
+h.test("conv2d gradients against finite differences", function()
+  local X = h.rand_list(14, {2, 2, 5, 4}, -1, 1)
+  local Wt = h.rand_list(15, {3, 2, 3, 2}, -1, 1)
+  local R = h.rand_list(16, {2, 3, 3, 3}, 0.5, 1.5)  -- the output: 2x3x3x3 for stride 2, padding 1
+  local function loss(Xv, Wv)
+    local out, s = conv_loop(Xv, Wv, 2, 2, 1, 1), 0
+    local fo, fr = h.flatten(out), h.flatten(R)
+    for i = 1, #fo do s = s + fo[i] * fr[i] end
+    return s
+  end
+  local x = tensor.new(X, {dtype = "f64"}):requires_grad(true)
+  local w = tensor.new(Wt, {dtype = "f64"}):requires_grad(true)
+  local y = tensor.conv2d(x, w, {stride = 2, padding = 1})
+  h.shape(y, {2, 3, 3, 3})
+  ;(y * tensor.new(R, {dtype = "f64"})):sum():backward()
+  for _, which in ipairs({{x, X}, {w, Wt}}) do
+    local analytic = h.flatten(which[1]:grad():tolist())
+    local list = which[2]
+    local flat_positions = {}
+    local function visit(v) for i = 1, #v do if type(v[i]) == "table" then visit(v[i]) else flat_positions[#flat_positions + 1] = {v, i} end end end
+    visit(list)
+    for e, at in ipairs(flat_positions) do
+      local t, i = at[1], at[2]
+      local saved = t[i]
+      t[i] = saved + 1e-6
+      local up = loss(X, Wt)
+      t[i] = saved - 1e-6
+      local down = loss(X, Wt)
+      t[i] = saved
+      local numeric = (up - down) / 2e-6
+      assert(math.abs(numeric - analytic[e]) <= 1e-6 * math.max(1, math.abs(numeric)),
+        string.format("element %d: backward %.10g, differences %.10g", e, analytic[e], numeric))
+    end
+  end
+end)
+
+for _, k in ipairs({{kh = 2, kw = 2, sh = 2, sw = 2, ph = 0, pw = 0},
+                    {kh = 3, kw = 3, sh = 2, sw = 2, ph = 1, pw = 1},
+                    {kh = 3, kw = 2, sh = 1, sw = 2, ph = 0, pw = 1},
+                    {kh = 2, kw = 3, sh = 3, sw = 1, ph = 1, pw = 0}}) do
+  h.test(string.format("max_pool2d %dx%d stride %dx%d padding %dx%d: values and gradients", k.kh,
+      k.kw, k.sh, k.sw, k.ph, k.pw), function()
+    -- Integers in [-3, 3]: many ties, so the first maximum must be chosen.
+    local X = h.map(h.rand_list(17, {2, 3, 7, 8}, -3, 3), function(v) return math.floor(v + 0.5) end)
+    local want, where = pool_loop(X, k.kh, k.kw, k.sh, k.sw, k.ph, k.pw)
+    local x = tensor.new(X, {dtype = "f32"}):requires_grad(true)
+    local y = tensor.max_pool2d(x, {k.kh, k.kw}, {stride = {k.sh, k.sw}, padding = {k.ph, k.pw}})
+    h.near(y, want, h.EXACT)
+    local G = h.rand_list(18, y:size(), 0.5, 1.5)
+    y:backward(tensor.new(G, {dtype = "f32"}))
+    local grad = h.map(X, function() return 0 end)
+    for n = 1, #where do for c = 1, #where[n] do for i = 1, #where[n][c] do for j = 1, #where[n][c][i] do
+      local at = where[n][c][i][j]
+      grad[n][c][at[1]][at[2]] = grad[n][c][at[1]][at[2]] + G[n][c][i][j]
+    end end end end
+    h.near(x:grad(), grad, {rel = 1e-6, abs = 1e-6})
+  end)
+end
+
+h.test("max_pool2d: NaN is the maximum of its window; infinities kept", function()
+  local nan, inf = 0 / 0, math.huge
+  local x = tensor.new({{{{1, nan, 3, 4}, {5, 6, 7, -inf}, {inf, 0, -1, -2}, {nan, nan, -inf, -inf}}}})
+  local y = tensor.max_pool2d(x, 2):tolist()[1][1]
+  assert(y[1][1] ~= y[1][1] and y[1][2] == 7 and y[2][1] ~= y[2][1] and y[2][2] == -1, h.show(y))
+  x:requires_grad(true)
+  tensor.max_pool2d(x, 2):sum():backward()
+  -- The gradient goes to the first NaN of a window, never to a later one.
+  h.near(x:grad(), {{{{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 1, 0}, {1, 0, 0, 0}}}}, h.EXACT)
+end)
+
+h.test("nn.Conv2d and nn.MaxPool2d use the ops and keep their results", function()
+  local nn = require "nn"
+  tensor.manual_seed(4)
+  local conv = nn.Conv2d(2, 3, 3, {padding = 1, stride = 2})
+  local x = tensor.randn(2, 2, 6, 5)
+  local want = conv_loop(x:tolist(), conv.weight:tolist(), 2, 2, 1, 1)
+  local bias = conv.bias:tolist()
+  for n = 1, 2 do for o = 1, 3 do for i = 1, #want[n][o] do for j = 1, #want[n][o][i] do
+    want[n][o][i][j] = want[n][o][i][j] + bias[o]
+  end end end end
+  h.near(conv(x), want, {rel = 1e-5, abs = 1e-5})
+  h.near(nn.MaxPool2d(3, {stride = 2, padding = 1})(x), (pool_loop(x:tolist(), 3, 3, 2, 2, 1, 1)), h.EXACT)
+  -- Integer images take the generic windows (max_pool2d is for floats).
+  local xi = tensor.new({{{{1, 5, 2, 0}, {3, 4, 9, 9}}}})
+  h.eq(nn.MaxPool2d(2)(xi):tolist(), {{{{5, 9}}}})
+end)
+
+if lh.LAZY then
+  h.test("eager and lazy give the same bits for conv2d, max_pool2d and their gradients", function()
+    local function run(eager)
+      tensor.set_eager(eager)
+      local x = tensor.new(h.rand_list(19, {9, 3, 9, 9}, -1, 1)):requires_grad(true)
+      local w = tensor.new(h.rand_list(20, {4, 3, 3, 3}, -1, 1)):requires_grad(true)
+      local y = tensor.max_pool2d(tensor.conv2d(x, w, {padding = 1}):relu(), 2)
+      ;(y * y):sum():backward()
+      local out = {y:tolist(), x:grad():tolist(), w:grad():tolist()}
+      tensor.set_eager(false)
+      return out
+    end
+    local eager, lazy = run(true), run(false)
+    local fe, fl = h.flatten(eager), h.flatten(lazy)
+    assert(#fe == #fl)
+    for i = 1, #fe do
+      assert(string.format("%a", fe[i]) == string.format("%a", fl[i]),
+        string.format("element %d: eager %a, lazy %a", i, fe[i], fl[i]))
+    end
+  end)
+end
+
+h.test("bad arguments are clear errors, and the process goes on", function()
+  local x = tensor.ones(1, 2, 5, 5)
+  local w = tensor.ones(3, 2, 3, 3)
+  h.err(function() tensor.conv2d(tensor.ones(2, 5, 5), w) end, "conv2d: input must be [N, C, H, W]")
+  h.err(function() tensor.conv2d(x:long(), w:long()) end, "conv2d: input must be f32 or f64")
+  h.err(function() tensor.conv2d(x, tensor.ones(3, 4, 3, 3)) end, "conv2d: weight must be [O, 2, 3, 3]")
+  h.err(function() tensor.conv2d(x, w:double()) end, "conv2d: weight is f64 but the input is f32")
+  h.err(function() tensor.conv2d(x, tensor.ones(3, 2, 7, 7)) end, "is smaller than the kernel 7x7")
+  h.err(function() tensor.conv2d(x, w, {stride = 0}) end, "kernel size and stride must be 1 to")
+  h.err(function() tensor.conv2d(x, w, {padding = -1}) end, "padding must be 0 to")
+  h.err(function() tensor.conv2d(x, w, {stride = {1, 2, 3}}) end, "stride must be an integer or a pair")
+  h.err(function() tensor.conv2d(x, w, {padding = 1.5}) end, "padding must be an integer or a pair")
+  h.err(function() tensor.conv2d(x, w, {stride = math.maxinteger}) end, "kernel size and stride must be 1 to")
+  h.err(function() tensor.conv2d(x, "w") end, "conv2d")
+  h.err(function() tensor.max_pool2d(x) end, "kernel size expected")
+  h.err(function() tensor.max_pool2d(x, 2, {padding = 2}) end, "must be at most half the kernel")
+  h.err(function() tensor.max_pool2d(x, 6) end, "is smaller than the kernel 6x6")
+  h.err(function() tensor.max_pool2d(x:long(), 2) end, "max_pool2d: input must be f32 or f64")
+  -- Still usable: a correct call after the errors.
+  h.eq(tensor.conv2d(x, w, {padding = 1}):sum():item(), 3 * 2 * (9 * 9 + 12 * 6 + 4 * 4))
+end)
+
+h.test("empty batches and channels", function()
+  h.shape(tensor.conv2d(tensor.ones(0, 2, 5, 5), tensor.ones(3, 2, 3, 3)), {0, 3, 3, 3})
+  h.eq(tensor.conv2d(tensor.ones(1, 0, 5, 5), tensor.ones(3, 0, 3, 3)):sum():item(), 0)
+  h.shape(tensor.max_pool2d(tensor.ones(0, 2, 4, 4), 2), {0, 2, 2, 2})
+end)
+
+h.done("test_conv")
