@@ -44,9 +44,9 @@ namespace lazylua {
   X(gather)        /* (input, index); attrs: dim */                                            \
   X(index_select)  /* (input, index); attrs: dim */                                            \
   X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */          \
-  X(conv2d)        /* (x, weight); attrs: the window kh, kw, sh, sw, ph, pw (ops::Window2d) */  \
-  X(conv2d_grad_input)  /* (grad_y, weight) -> grad_x of the node's shape; attrs: window */ \
-  X(conv2d_grad_weight) /* (grad_y, x) -> grad_weight of the node's shape; attrs: window */ \
+  X(conv2d)        /* (x, weight); attrs: the window kh, kw, sh, sw, ph, pw (Window2d) */     \
+  X(conv2d_grad_input)  /* (grad_y, weight) -> grad_x of the node's shape; attrs: window */    \
+  X(conv2d_grad_weight) /* (grad_y, x) -> grad_weight of the node's shape; attrs: window */    \
   X(max_pool2d)      /* (x); attrs: window */                                                  \
   X(max_pool2d_grad) /* (grad_y, x) -> grad_x; attrs: window */                                \
   X(scan)          /* (carries, xs, captured): Node::body run attrs[4] times; the value is */  \
