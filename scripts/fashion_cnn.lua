@@ -17,7 +17,6 @@ dofile(here .. "/fashion_common.lua").run{
   batch = 64,
   optimizers = {"adam"},
   image_shape = {1, 28, 28},
-  -- the im2col columns of a batch of 500 are already ~57 MB
   eval_batch = 500,
   -- two 3x3 convolutions, each halving the image with a 2x2 max-pool
   -- (28 -> 14 -> 7), then a two-layer classifier
