@@ -344,6 +344,7 @@ int open_tensor_module(lua_State* L) {
   binding::register_lazy_functions(L);
   binding::register_autograd_functions(L);
   binding::register_scan_functions(L);
+  binding::register_optim_functions(L);
   binding::register_checkpoint_functions(L);
   lua_pop(L, 1);
   install_stdlib_searcher(L);  // require "nn", "data", ... (stdlib/, built in)

@@ -131,12 +131,11 @@ local function adam_update(decoupled)
         g = g + p * self.weight_decay
       end
     end
-    state.exp_avg:mul_(beta1):add_(g * (1 - beta1))
-    state.exp_avg_sq:mul_(beta2):add_(g * g * (1 - beta2))
-    local correction1 = 1 - beta1 ^ state.step
-    local correction2 = 1 - beta2 ^ state.step
-    local denominator = state.exp_avg_sq:sqrt() * (1 / math.sqrt(correction2)) + self.eps
-    p:sub_(state.exp_avg / denominator * (self.lr / correction1))
+    -- exp_avg:mul_(beta1):add_(g * (1 - beta1)), and exp_avg_sq likewise with
+    -- g * g and beta2, then p:sub_(exp_avg / (exp_avg_sq:sqrt() /
+    -- sqrt(correction2) + eps) * (lr / correction1)): recorded in one call.
+    tensor._adam_step(p, g, state.exp_avg, state.exp_avg_sq, self.lr, beta1, beta2, self.eps,
+      1 - beta1 ^ state.step, 1 - beta2 ^ state.step)
   end
 end
 

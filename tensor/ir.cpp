@@ -101,21 +101,23 @@ const char* op_name(Op op) {
 Node::Node() = default;
 
 Node::~Node() {
-  static thread_local std::vector<NodeRef>* worklist = nullptr;
-  if (worklist) {
-    for (NodeRef& input : inputs) worklist->push_back(std::move(input));
-    return;
+  // Inputs whose last reference this was are queued and destroyed in this
+  // loop, not by recursion. The queue keeps its capacity across calls (and
+  // is never freed, so no other thread-exit destructor outlives it): most
+  // nodes die one by one, and a fresh vector each time cost a malloc.
+  static thread_local std::vector<NodeRef>* worklist = new std::vector<NodeRef>();
+  static thread_local bool draining = false;
+  for (NodeRef& input : inputs) {
+    if (input) worklist->push_back(std::move(input));
   }
-  std::vector<NodeRef> pending;
-  pending.reserve(inputs.size());
-  for (NodeRef& input : inputs) pending.push_back(std::move(input));
-  worklist = &pending;
-  while (!pending.empty()) {
-    NodeRef node = std::move(pending.back());
-    pending.pop_back();
+  if (draining) return;
+  draining = true;
+  while (!worklist->empty()) {
+    NodeRef node = std::move(worklist->back());
+    worklist->pop_back();
     node.reset();
   }
-  worklist = nullptr;
+  draining = false;
 }
 
 const char* Node::name() const {

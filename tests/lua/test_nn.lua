@@ -286,6 +286,29 @@ h.test("Adam and AdamW", function()
   end
 end)
 
+h.test("tensor._adam_step records the op-by-op Adam formula: the same bits", function()
+  local function data(seed) return tensor.new(h.rand_list(seed, {5, 7}, -1, 1)) end
+  local p1, m1, v1 = data(1), data(2):abs() * 0.1, data(3):abs() * 0.01
+  local p2, m2, v2 = p1:clone(), m1:clone(), v1:clone()
+  local lr, beta1, beta2, eps = 0.003, 0.9, 0.999, 1e-8
+  for step = 1, 3 do
+    local g = data(10 + step)
+    local c1, c2 = 1 - beta1 ^ step, 1 - beta2 ^ step
+    tensor._adam_step(p1, g, m1, v1, lr, beta1, beta2, eps, c1, c2)
+    m2:mul_(beta1):add_(g * (1 - beta1))
+    v2:mul_(beta2):add_(g * g * (1 - beta2))
+    p2:sub_(m2 / (v2:sqrt() * (1 / math.sqrt(c2)) + eps) * (lr / c1))
+  end
+  for i, pair in ipairs({{p1, p2}, {m1, m2}, {v1, v2}}) do
+    local a, b = h.flatten(pair[1]:tolist()), h.flatten(pair[2]:tolist())
+    for k = 1, #a do
+      assert(string.format("%a", a[k]) == string.format("%a", b[k]),
+        string.format("tensor %d element %d: %a vs %a", i, k, a[k], b[k]))
+    end
+  end
+  h.err(function() tensor._adam_step(p1, "g", m1, v1, lr, beta1, beta2, eps, 1, 1) end, "_adam_step")
+end)
+
 h.test("schedules and option errors", function()
   local p = tensor.zeros(1):requires_grad(true)
   local opt = optim.SGD({p}, {lr = 1})
