@@ -25,9 +25,12 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // DEFLATE's largest expansion: a 258-byte match costs at least 2 bits.
 constexpr size_t kMaxDeflateRatio = 1032;
 
-size_t physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * page_size : SIZE_MAX;
+size_t physical_memory() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * page_size : SIZE_MAX;
+  }();
+  return bytes;
 }
 
 uint32_t little_endian_u32(const uint8_t* bytes) {
@@ -75,8 +78,7 @@ void HostBytes::reserve(size_t capacity, const char* function) {
   // Pages are reserved without being touched (MAP_NORESERVE), so the kernel
   // would accept far more than it can back: refuse, as the tensor allocator
   // does, what could only end in the OOM killer once written.
-  static const size_t physical_memory = physical_memory_bytes();
-  if (capacity > physical_memory) {
+  if (capacity > physical_memory()) {
     fail("{}: out of memory: cannot allocate {:.1f} MiB", function, capacity / 1048576.0);
   }
   const size_t rounded = capacity >= kHugePage ? (capacity + kHugePage - 1) / kHugePage * kHugePage
@@ -92,17 +94,22 @@ void HostBytes::reserve(size_t capacity, const char* function) {
   capacity_ = rounded;
 }
 
+namespace {
+
+// Decompresses the gzip members in `in` (which starts with the gzip magic);
+// `path` and `function` are for messages.
 HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const char* function) {
   // A gzip file ends with its last member's ISIZE, the member's length mod
   // 2^32: the whole output's length for the usual single member under
   // 4 GiB, so one decompression into exactly that room. Several members,
   // 4 GiB or more, or bytes after the last member make it a wrong guess:
   // then a member that does not fit is decompressed again into twice the
-  // room. DEFLATE's largest ratio bounds what a damaged trailer can reserve.
+  // room. DEFLATE's largest ratio and half the machine's memory bound what
+  // a damaged trailer can make us reserve (a wrong guess is not an error).
   const size_t trailer = size >= 4 ? little_endian_u32(in + size - 4) : 0;
   const size_t bound = size > SIZE_MAX / kMaxDeflateRatio ? SIZE_MAX : size * kMaxDeflateRatio;
   HostBytes out;
-  out.reserve(std::max<size_t>(std::min(trailer, bound), kPage), function);
+  out.reserve(std::max(std::min({trailer, bound, physical_memory() / 2}), kPage), function);
 
   const std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> decompressor(
       libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
@@ -126,13 +133,18 @@ HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const 
         fail("{}: '{}' is corrupted or truncated: bad gzip data in the member at byte {}", function,
              path, position);
       }
-      if (out.capacity() > SIZE_MAX / 2)
-        fail("{}: out of memory decompressing '{}'", function, path);
-      out.reserve(out.capacity() * 2, function);
+      // Up to all of the machine's memory, not beyond: reserve refuses that.
+      if (out.capacity() >= physical_memory()) {
+        fail("{}: out of memory decompressing '{}' (more than {:.1f} MiB)", function, path,
+             out.capacity() / 1048576.0);
+      }
+      out.reserve(std::min(out.capacity() * 2, physical_memory()), function);
     }
   }
   return out;
 }
+
+}  // namespace
 
 HostBytes read_file_bytes(const std::string& path, const char* function) {
   const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

@@ -42,8 +42,4 @@ class HostBytes {
 // file cannot be opened or read, or its gzip data is corrupted or truncated.
 HostBytes read_file_bytes(const std::string& path, const char* function);
 
-// Decompresses the gzip members in `in` (which starts with the gzip magic)
-// as read_file_bytes does; `path` and `function` are for messages.
-HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const char* function);
-
 }  // namespace lazylua
