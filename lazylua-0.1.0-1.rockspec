@@ -1,7 +1,7 @@
 -- lazylua-0.1.0-1.rockspec - builds the Lua C module lazylua.so (and the
 -- stdlib Lua modules) with CMake, for `luarocks make` from a checkout.
 -- The build needs the Debian packages of tools/setup.sh (a C++20 compiler,
--- OpenBLAS, protobuf, fmt, readline).
+-- OpenBLAS, protobuf, fmt, readline, zlib, libdeflate).
 rockspec_format = "3.0"
 package = "lazylua"
 version = "0.1.0-1"

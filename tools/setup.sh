@@ -10,7 +10,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libopenblas-dev
   libgtest-dev
-  zlib1g-dev libxml2-utils
+  zlib1g-dev libdeflate-dev libxml2-utils
   dataset-fashion-mnist
 )
 

@@ -112,6 +112,112 @@ h.test("read_idx: a large u8 file loads quickly", function()
   assert(seconds < 1.0, string.format("7.8 MB took %.2f s", seconds))
 end)
 
+local function read_bytes(path)
+  local f = assert(io.open(path, "rb"))
+  local bytes = f:read("a")
+  f:close()
+  return bytes
+end
+
+-- The gzip file of `bytes`, as zlib writes it (write_gzip).
+local function gzip_of(bytes)
+  local path = temp("member.gz")
+  native.write_gzip(path, bytes)
+  return read_bytes(path)
+end
+
+h.test("read_idx: several gzip members, bytes after them, a lying size", function()
+  -- 5000 u8 elements split over two members: the last member's size in the
+  -- file's trailer (3 bytes) is far from the whole (5012).
+  local values = {}
+  for i = 1, 5000 do values[i] = (i * 31) % 251 end
+  local whole = idx_bytes(0x08, {50, 100}, "B", values)
+  local members = gzip_of(whole:sub(1, -4)) .. gzip_of(whole:sub(-3))
+  write_bytes(temp("members.idx.gz"), members)
+  local t = data.read_idx(temp("members.idx.gz"))
+  h.shape(t, {50, 100})
+  h.eq(t:sum():item(), (function()
+    local total = 0
+    for _, v in ipairs(values) do total = total + v end
+    return total
+  end)())
+  h.eq(t[1][1]:item(), values[1])
+  h.eq(t[50][98]:item(), values[4998])
+  h.eq(t[50][100]:item(), values[5000])
+  -- many members, the first the biggest: the room doubles until it fits
+  local parts = {gzip_of(whole:sub(1, 4000))}
+  for i = 4001, #whole, 7 do parts[#parts + 1] = gzip_of(whole:sub(i, i + 6)) end
+  write_bytes(temp("many.idx.gz"), table.concat(parts))
+  h.check(data.read_idx(temp("many.idx.gz")), "i64", t:tolist())
+  -- bytes after the last member are ignored, as gzip -d and zlib do...
+  write_bytes(temp("tail.idx.gz"), members .. "\0\0\0\0 not gzip")
+  h.check(data.read_idx(temp("tail.idx.gz")), "i64", t:tolist())
+  -- ... unless they start another member, which must then be whole
+  write_bytes(temp("tail_member.idx.gz"), members .. "\31\139\8")
+  h.err(function() data.read_idx(temp("tail_member.idx.gz")) end, "corrupted or truncated",
+        "member at byte " .. #members)
+  -- ISIZE (the last 4 bytes: the length mod 2^32) is checked, whether it
+  -- claims less, more, or absurdly much
+  local single = gzip_of(whole)
+  for _, size in ipairs({#whole - 1, #whole + 1, 0, 0xFFFFFFFF}) do
+    write_bytes(temp("lying.idx.gz"), single:sub(1, -5) .. string.pack("<I4", size))
+    h.err(function() data.read_idx(temp("lying.idx.gz")) end, "lying.idx.gz", "is corrupted")
+  end
+  write_bytes(temp("lying.idx.gz"), single)
+  h.check(data.read_idx(temp("lying.idx.gz")), "i64", t:tolist())
+  -- a crc32 that does not match the data
+  local crc = #single - 7
+  write_bytes(temp("crc.idx.gz"), single:sub(1, crc - 1) .. string.char(single:byte(crc) ~ 1) ..
+              single:sub(crc + 1))
+  h.err(function() data.read_idx(temp("crc.idx.gz")) end, "is corrupted")
+  -- the gzip magic alone, an empty member, an empty file, a directory
+  write_bytes(temp("magic.idx.gz"), "\31\139")
+  h.err(function() data.read_idx(temp("magic.idx.gz")) end, "corrupted or truncated")
+  write_bytes(temp("empty_member.idx.gz"), gzip_of(""))
+  h.err(function() data.read_idx(temp("empty_member.idx.gz")) end, "is truncated: no IDX header")
+  write_bytes(temp("empty.idx"), "")
+  h.err(function() data.read_idx(temp("empty.idx")) end, "is truncated: no IDX header")
+  h.err(function() data.read_idx("/") end, "cannot read '/'")
+end)
+
+h.test("read_idx: millions of elements, raw and gzip, every one converted", function()
+  -- 3 MiB + 5 bytes of u8 (several parallel chunks and a ragged end) with a
+  -- period of 256: value (i * 7919) % 256 at 0-based position i.
+  local period = {}
+  for i = 0, 255 do period[i + 1] = string.char((i * 7919) % 256) end
+  local count = 3 * 1048576 + 5
+  local body = string.rep(table.concat(period), count // 256) ..
+               table.concat(period, "", 1, count % 256)
+  local bytes = string.pack(">BBBBI4", 0, 0, 8, 1, count) .. body
+  write_bytes(temp("millions.idx"), bytes)
+  write_bytes(temp("millions.idx.gz"), gzip_of(bytes))
+  local function check_all(t, dtype)
+    h.shape(t, {count})
+    assert(t:dtype() == dtype, t:dtype())
+    local got = t:tolist()
+    for i = 0, count - 1 do
+      if got[i + 1] ~= (i * 7919) % 256 then
+        error(string.format("%s: element %d is %s, not %d", dtype, i, got[i + 1], (i * 7919) % 256))
+      end
+    end
+  end
+  for _, name in ipairs({"millions.idx", "millions.idx.gz"}) do
+    check_all(data.read_idx(temp(name), {dtype = "f32"}), "f32")
+    check_all(data.read_idx(temp(name)), "i64")
+  end
+  check_all(data.read_idx(temp("millions.idx.gz"), {dtype = "i32"}), "i32")
+  check_all(data.read_idx(temp("millions.idx"), {dtype = "f64"}), "f64")
+end)
+
+h.test("read_csv: gzip like read_idx", function()
+  write_bytes(temp("numbers.csv.gz"), gzip_of("a,b\n1,2\n") .. gzip_of("3,4\n"))
+  local t, names = data.read_csv(temp("numbers.csv.gz"), {header = true})
+  h.check(t, "f32", {{1, 2}, {3, 4}})
+  assert(h.same_list(names, {"a", "b"}), h.show(names))
+  write_bytes(temp("cut.csv.gz"), gzip_of("1,2\n3,4\n"):sub(1, -3))
+  h.err(function() data.read_csv(temp("cut.csv.gz")) end, "corrupted or truncated")
+end)
+
 h.test("read_csv: header, delimiters, blank lines, CRLF", function()
   write_bytes(temp("good.csv"), 'x,"y value", z\r\n1, 2.5,-3\r\n\r\n4e2,+5,nan\n  6 ,7,inf\n')
   local t, names = data.read_csv(temp("good.csv"), {header = true})
