@@ -301,8 +301,10 @@ class PlanePooling {
   }
 
  private:
+  // Not inlined: its pointers' __restrict (which lets the loops vectorize)
+  // would not survive inlining into the callers.
   template <typename T, bool kPositions>
-  void inside(const T* __restrict image, T* __restrict values,
+  __attribute__((noinline)) void inside(const T* __restrict image, T* __restrict values,
               int32_t* __restrict positions) const {
     const int64_t count = static_cast<int64_t>(corners_.size());
     const int32_t* __restrict corners = corners_.data();
