@@ -134,7 +134,20 @@ void scatter_samples(const T* side_by_side, int64_t rows_count, int64_t plane, i
   }
 }
 
-// Runs body(chunk, first_sample, count, scratch) for every chunk: on the
+// The gradient rows [O, plane] of samples first.. first+count-1 of g
+// [N, O, plane] side by side as [O, count * plane] (in scratch unless
+// count is 1).
+template <typename T>
+const T* side_by_side(const T* g, const ConvShape& s, int64_t first, int64_t count,
+                      std::vector<T>& scratch) {
+  const T* rows = g + first * s.o * s.plane();
+  if (count == 1) return rows;
+  scratch.resize(static_cast<size_t>(s.o * count * s.plane()));
+  gather_samples(rows, s.o, s.plane(), count, scratch.data());
+  return scratch.data();
+}
+
+// Runs body(chunk, first_sample, count) for every chunk: on the
 // pool when there are several, else on this thread (whose products then
 // use the pool themselves).
 template <typename Body>
@@ -191,13 +204,8 @@ void conv2d_backward_input(const Array& grad_y, const Array& weight, const Windo
   T* out = grad_x.data<T>();
   for_each_chunk(s.n, per_chunk, [&](int64_t, int64_t first, int64_t count) {
     std::fill(out + first * s.c * s.h * s.w, out + (first + count) * s.c * s.h * s.w, T(0));
-    const T* gy = g + first * s.o * plane;
-    std::vector<T> side_by_side;
-    if (count > 1) {
-      side_by_side.resize(static_cast<size_t>(s.o * count * plane));
-      gather_samples(gy, s.o, plane, count, side_by_side.data());
-      gy = side_by_side.data();
-    }
+    std::vector<T> scratch;
+    const T* gy = side_by_side(g, s, first, count, scratch);
     std::vector<T> cols(static_cast<size_t>(rows * count * plane));
     // cols [rows, count*plane] = W^T [rows, O] @ g [O, count*plane]
     gemm<T>(true, false, rows, count * plane, s.o, w, rows, gy, count * plane, cols.data(),
@@ -218,13 +226,8 @@ void conv2d_backward_weight(const Array& grad_y, const Array& x_array, const Win
   for_each_chunk(s.n, per_chunk, [&](int64_t chunk, int64_t first, int64_t count) {
     std::vector<T> cols(static_cast<size_t>(rows * count * plane));
     im2col(x, s, k, first, count, cols.data());
-    const T* gy = g + first * s.o * plane;
-    std::vector<T> side_by_side;
-    if (count > 1) {
-      side_by_side.resize(static_cast<size_t>(s.o * count * plane));
-      gather_samples(gy, s.o, plane, count, side_by_side.data());
-      gy = side_by_side.data();
-    }
+    std::vector<T> scratch;
+    const T* gy = side_by_side(g, s, first, count, scratch);
     // partial [O, rows] = g [O, count*plane] @ cols^T [count*plane, rows]
     gemm<T>(false, true, s.o, rows, count * plane, gy, count * plane, cols.data(), count * plane,
             partial.data() + chunk * size, rows);
