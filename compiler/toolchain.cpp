@@ -36,11 +36,16 @@ namespace {
 // vectors, and then leaves every loop that calls a kernel_math.h function
 // (an AVX-512 simd clone) scalar: W1 ran 16x slower than with this flag.
 // Elsewhere the flag changes nothing.
+// -ffp-contract=off: GCC's GNU C mode fuses a*b + c into one FMA (one
+// rounding), and the eager kernels (ISO C++) do not: the same graph gave
+// other bits once its native code was ready. kernel_math.h asks for its
+// FMAs explicitly.
 const char* const kDefaultFlags[] = {"-O2",
                                      "-march=native",
 #if defined(__x86_64__)
                                      "-mprefer-vector-width=512",
 #endif
+                                     "-ffp-contract=off",
                                      "-fPIC",
                                      "-shared",
                                      "-fno-math-errno",

@@ -813,7 +813,8 @@ std::vector<std::string> unvectorized_loops(const CSource& source, const std::st
 
 // The flags of compiler/toolchain.cpp, as the header's contract says.
 constexpr const char* kKernelFlags =
-    "-O2 -march=native -mprefer-vector-width=512 -fno-math-errno -std=c99 -Wall -Wextra -Werror";
+    "-O2 -march=native -mprefer-vector-width=512 -ffp-contract=off -fno-math-errno -std=c99 -Wall "
+    "-Wextra -Werror";
 
 TEST(KernelMath, LoopsVectorize) {
   if (!have_c_compiler()) GTEST_SKIP() << "no cc";
