@@ -10,8 +10,14 @@
 
 namespace lazylua {
 
+// Views start here too (with no data): made inside a scan body, they are
+// the body's values like any other result (scan_grad.cpp walks through them).
 TensorImpl::TensorImpl(Context* owner, Array array)
-    : context(owner), shape(array.shape), dtype(array.dtype), data(std::move(array)) {}
+    : context(owner),
+      shape(array.shape),
+      dtype(array.dtype),
+      data(std::move(array)),
+      scan_level(owner->scan_depth) {}
 
 TensorImpl::TensorImpl(Context* owner, NodeRef node)
     : context(owner), shape(node->shape), dtype(node->dtype), scan_level(owner->scan_depth) {
