@@ -56,6 +56,28 @@ bool can_write_in(const std::string& directory, std::string* error) {
   return true;
 }
 
+// A directory whose objects we may dlopen: ours (the effective user's) and
+// writable by nobody else, or another user could plant code that we run.
+bool trusted_directory(const std::string& directory, std::string* error) {
+  struct stat info;
+  if (stat(directory.c_str(), &info) != 0) {
+    *error = "cannot use " + directory + ": " + errno_text(errno);
+    return false;
+  }
+  if (info.st_uid != geteuid()) {
+    *error = directory + " belongs to user " + std::to_string(info.st_uid) +
+             ", not to this user (" + std::to_string(geteuid()) + ")";
+    return false;
+  }
+  if (info.st_mode & (S_IWGRP | S_IWOTH)) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    *error = directory + " is writable by other users (mode " + mode + "; chmod go-w it)";
+    return false;
+  }
+  return true;
+}
+
 std::string home_directory() {
   if (const char* home = std::getenv("HOME"); home && *home) return home;
   struct passwd entry;
@@ -66,6 +88,22 @@ std::string home_directory() {
     return found->pw_dir;
   }
   return "";
+}
+
+// The object of graph `key` defines its key (see built_for): a consistent
+// entry that holds another graph's object is then still a miss.
+constexpr const char* kKeySymbol = "lazylua_graph_key";
+
+std::string key_definition(uint64_t key) {
+  char text[96];
+  std::snprintf(text, sizeof text, "\nconst unsigned long long %s = 0x%016llxULL;\n", kKeySymbol,
+                static_cast<unsigned long long>(key));
+  return text;
+}
+
+bool built_for(const Library& library, uint64_t key) {
+  const auto* stored = static_cast<const unsigned long long*>(library.symbol(kKeySymbol));
+  return stored && *stored == key;
 }
 
 }  // namespace
@@ -106,6 +144,12 @@ DiskCache::DiskCache(std::string directory) : directory_(std::move(directory)) {
     std::string error;
     if (!make_directories(directory_, &error) || !can_write_in(directory_, &error)) {
       why_disabled_ = "the disk cache is off: " + error;
+      return;
+    }
+    if (!trusted_directory(directory_, &error)) {
+      // Objects from this directory would run in this process: say so once.
+      why_disabled_ = "the disk cache is off: " + error;
+      std::fprintf(stderr, "lazylua: %s\n", why_disabled_.c_str());
       return;
     }
     enabled_ = true;
@@ -169,7 +213,10 @@ std::shared_ptr<Library> DiskCache::load(uint64_t key) {
     // dlopen by the final name: the bytes there were just verified, and any
     // later replacement is a complete file too (rename is atomic).
     std::shared_ptr<Library> library = compiler::load(stem + ".so", &error);
-    if (!library) remove_entry(key);
+    if (!library || !built_for(*library, key)) {
+      library.reset();
+      remove_entry(key);
+    }
     return library;
   } catch (const std::exception&) {  // bad_alloc: a miss
     return nullptr;
@@ -192,7 +239,7 @@ std::shared_ptr<Library> DiskCache::build(uint64_t key, const std::string& sourc
     std::string temporary_object = unique_temp_path(object_file);
     std::string temporary_source = temporary_object + ".c";
     std::string write_error;
-    if (!write_new_file(temporary_source, source, &write_error)) {
+    if (!write_new_file(temporary_source, source + key_definition(key), &write_error)) {
       // The directory went away or filled up since we checked: still run.
       return build_in_private_directory(tool, source, error);
     }

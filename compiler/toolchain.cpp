@@ -426,9 +426,12 @@ bool is_temp_name(const std::string& name) {
   return !name.empty() && name[0] == '.' && name.find(".tmp") != std::string::npos;
 }
 
-bool read_file(const std::string& path, std::string* bytes, std::string* error, bool* missing) {
+bool read_file(const std::string& path, std::string* bytes, std::string* error, bool* missing,
+               size_t max_bytes) {
   if (missing) *missing = false;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Not through a symlink, and without blocking on a FIFO: whatever sits
+  // in a cache directory must be a regular file of a sane size.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (missing) *missing = errno == ENOENT;
     *error = "cannot open " + path + ": " + errno_text(errno);
@@ -436,7 +439,17 @@ bool read_file(const std::string& path, std::string* bytes, std::string* error, 
   }
   bytes->clear();
   struct stat info;
-  if (fstat(fd, &info) == 0 && info.st_size > 0) bytes->reserve(static_cast<size_t>(info.st_size));
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    *error = path + " is not a regular file";
+    close(fd);
+    return false;
+  }
+  if (static_cast<uint64_t>(info.st_size) > max_bytes) {
+    *error = path + " is larger than " + std::to_string(max_bytes) + " bytes";
+    close(fd);
+    return false;
+  }
+  if (info.st_size > 0) bytes->reserve(static_cast<size_t>(info.st_size));
   char buffer[65536];
   for (;;) {
     ssize_t count = read(fd, buffer, sizeof buffer);
@@ -448,6 +461,11 @@ bool read_file(const std::string& path, std::string* bytes, std::string* error, 
     }
     if (count == 0) break;
     bytes->append(buffer, static_cast<size_t>(count));
+    if (bytes->size() > max_bytes) {  // a file that grows while read
+      *error = path + " is larger than " + std::to_string(max_bytes) + " bytes";
+      close(fd);
+      return false;
+    }
   }
   close(fd);
   return true;

@@ -109,10 +109,12 @@ std::string unique_temp_path(const std::string& final_path);
 // True if `name` (no directory) is one unique_temp_path made.
 bool is_temp_name(const std::string& name);
 
-// Reads a whole file into *bytes; false + *error (with errno text) on failure,
-// and *missing set when the file does not exist.
+// Reads a whole regular file into *bytes; false + *error (with errno text)
+// on failure, and *missing set when the file does not exist. A symlink, a
+// FIFO or device, or a file over max_bytes is a failure (never a hang).
+constexpr size_t kMaxReadBytes = size_t{256} << 20;
 bool read_file(const std::string& path, std::string* bytes, std::string* error,
-               bool* missing = nullptr);
+               bool* missing = nullptr, size_t max_bytes = kMaxReadBytes);
 // Creates `path` exclusively (O_EXCL) and writes `bytes` to it.
 bool write_new_file(const std::string& path, const std::string& bytes, std::string* error);
 // Writes `bytes` to a unique temporary file and renames it onto `path`, so a

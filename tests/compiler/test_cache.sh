@@ -90,6 +90,30 @@ run "$work/not-a-directory/cache"
 same_result "$(echo "$out" | head -1)" "$expected_result" || fail "unusable cache dir: wrong result $out"
 echo "$out" | grep -q "native [1-9]" || fail "unusable cache dir: nothing ran natively: $out"
 
+# 3b. A cache directory other users can write is not used (its objects
+# would run here), said once; the graphs still run natively.
+mkdir -p "$work/shared" && chmod 0777 "$work/shared"
+run "$work/shared"
+[ $status -eq 0 ] || fail "shared cache dir: exit $status: $err"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "shared cache dir: wrong result $out"
+echo "$out" | grep -q "native [1-9]" || fail "shared cache dir: nothing ran natively: $out"
+[ "$(echo "$err" | grep -c 'writable by other users')" -eq 1 ] || fail "shared cache dir: not said once: $err"
+! ls "$work/shared"/*.so > /dev/null 2>&1 || fail "shared cache dir: objects were written there"
+
+# 3c. A FIFO or a symlink to /dev/zero in place of an entry: no hang, no
+# memory blow-up, the entry is rebuilt.
+rm -rf "$work/cache3"
+run "$work/cache3"
+record=$(ls "$work/cache3"/*.rec | head -1)
+object=${record%.rec}.so
+rm -f "$record" "$object" && mkfifo "$record" && ln -s /dev/zero "$object"
+out=$(timeout 60 env LAZYLUA_COMPILE=sync LAZYLUA_CACHE_DIR="$work/cache3" "$lazylua" \
+  "$work/program.lua" 2>&1)
+status=$?
+[ $status -eq 0 ] || fail "FIFO/symlink entry: exit $status: $out"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "FIFO/symlink entry: wrong result $out"
+[ -f "$record" ] && [ ! -L "$object" ] || fail "FIFO/symlink entry was not replaced"
+
 # 4. No C compiler: correct results on the interpreter, said once.
 run "$work/cache2" LAZYLUA_CC=/nonexistent
 [ $status -eq 0 ] || fail "no compiler: exit $status"

@@ -250,6 +250,77 @@ TEST_F(DiskCacheTest, UnusableDirectoryOnlyDisablesTheCache) {
   expect_adds(no_directory.build(kKey, kSource, "add", &error));
 }
 
+TEST_F(DiskCacheTest, DirectoryOthersCanWriteIsNotUsed) {
+  // Another user could plant an object there that this process would run.
+  std::string shared = directory_ + "/shared";
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777
+  DiskCache open_to_all(shared);
+  EXPECT_FALSE(open_to_all.enabled());
+  EXPECT_NE(open_to_all.why_disabled().find("writable by other users"), std::string::npos)
+      << open_to_all.why_disabled();
+  std::string error;
+  expect_adds(open_to_all.build(kKey, kSource, "add", &error));
+  EXPECT_FALSE(fs::exists(open_to_all.object_path(kKey)));
+  fs::permissions(shared, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  EXPECT_TRUE(DiskCache(shared).enabled()) << DiskCache(shared).why_disabled();
+  if (geteuid() == 0) {  // root can hand the directory to another user
+    ASSERT_EQ(chown(shared.c_str(), 65534, 65534), 0);
+    DiskCache foreign(shared);
+    EXPECT_FALSE(foreign.enabled());
+    EXPECT_NE(foreign.why_disabled().find("belongs to user 65534"), std::string::npos)
+        << foreign.why_disabled();
+  }
+}
+
+TEST_F(DiskCacheTest, ConsistentEntryHoldingAnotherGraphsObjectIsAMiss) {
+  // Entry B gets A's object and a record that matches it (size, checksum),
+  // as a copied or colliding entry would: the key inside the object decides.
+  constexpr uint64_t kOther = kKey ^ 0xff;
+  build_entry(kKey);
+  DiskCache cache(directory_);
+  fs::copy_file(cache.object_path(kKey), cache.object_path(kOther));
+  cache::CacheEntry record = read_record();
+  record.set_key(kOther);
+  std::string error;
+  ASSERT_TRUE(write_file_atomically(cache.record_path(kOther), record.SerializeAsString(), &error));
+  EXPECT_EQ(cache.load(kOther), nullptr);
+  EXPECT_FALSE(fs::exists(cache.object_path(kOther)));  // evicted
+  EXPECT_FALSE(fs::exists(cache.record_path(kOther)));
+  expect_adds(cache.load(kKey));
+}
+
+TEST_F(DiskCacheTest, SpecialFilesInPlaceOfAnEntryAreMissesNotHangs) {
+  for (const char* kind : {"fifo record", "fifo object", "/dev/zero object", "huge object"}) {
+    SCOPED_TRACE(kind);
+    build_entry();
+    DiskCache cache(directory_);
+    const std::string kind_text = kind;
+    const bool record = kind_text.find("record") != std::string::npos;
+    const std::string target = record ? cache.record_path(kKey) : cache.object_path(kKey);
+    fs::remove(target);
+    if (kind_text.rfind("fifo", 0) == 0) {
+      ASSERT_EQ(mkfifo(target.c_str(), 0600), 0);
+    } else if (kind_text.rfind("/dev/zero", 0) == 0) {
+      fs::create_symlink("/dev/zero", target);
+    } else {  // sparse: no disk used, but over the size limit
+      std::FILE* file = std::fopen(target.c_str(), "w");
+      ASSERT_NE(file, nullptr);
+      std::fclose(file);
+      fs::resize_file(target, kMaxReadBytes + 1);
+      cache::CacheEntry entry = read_record();
+      entry.set_object_size(kMaxReadBytes + 1);
+      write_record(entry);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(cache.load(kKey), nullptr);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    EXPECT_FALSE(fs::exists(fs::symlink_status(target)));  // evicted
+    build_entry();
+    expect_adds(DiskCache(directory_).load(kKey));
+  }
+}
+
 TEST_F(DiskCacheTest, MissingDirectoryIsCreated) {
   std::string nested = directory_ + "/a/b/c/";
   DiskCache cache(nested);
