@@ -7,6 +7,7 @@
 // and byte count: a damaged file gives an error, never garbage tensors.
 #include "interp/lua_checkpoint.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <variant>
@@ -226,12 +228,68 @@ struct Encoder {
   }
 };
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The file a save to `path` writes: `path` itself, or the file its
+// symlinks lead to (the links stay links, as with any program that opens
+// the path for writing). Only a regular file, or a new one, is replaced.
+std::string save_target(const std::string& path) {
+  std::string target = path;
+  for (int hops = 0;; hops++) {
+    struct stat info {};
+    if (lstat(target.c_str(), &info) != 0) return target;  // a new file
+    if (S_ISREG(info.st_mode)) return target;
+    if (!S_ISLNK(info.st_mode)) {
+      fail("tensor.save: '{}' is {}, not a checkpoint file; it was left alone", path,
+           file_kind(info.st_mode));
+    }
+    if (hops == 40) fail("tensor.save: '{}': too many levels of symbolic links", path);
+    char link[4096];
+    const ssize_t length = readlink(target.c_str(), link, sizeof link - 1);
+    if (length < 0) fail("tensor.save: cannot read the link '{}': {}", target, strerror(errno));
+    link[length] = '\0';
+    const size_t slash = target.rfind('/');
+    target = link[0] == '/' || slash == std::string::npos ? std::string(link)
+                                                          : target.substr(0, slash + 1) + link;
+  }
+}
+
+// Temporary files of `target` that a killed save left behind: older than
+// an hour (a save in progress elsewhere is younger), named as ours are.
+void remove_stale_temporaries(const std::string& target) {
+  const size_t slash = target.rfind('/');
+  const std::string directory = slash == std::string::npos ? "." : target.substr(0, slash + 1);
+  const std::string prefix = target.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp-";
+  DIR* listing = opendir(directory.c_str());
+  if (!listing) return;
+  const time_t now = time(nullptr);
+  while (const dirent* entry = readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string candidate = (slash == std::string::npos ? "" : directory) + name;
+    struct stat info {};
+    if (lstat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        now - info.st_mtime > 3600) {
+      unlink(candidate.c_str());
+    }
+  }
+  closedir(listing);
+}
+
 // Writes to a temporary file in the same directory, then renames it over
 // `path`: a crash or a full disk never leaves a half-written checkpoint.
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  std::string temporary = path + ".tmp-XXXXXX";
+  const std::string target = save_target(path);
+  remove_stale_temporaries(target);
+  std::string temporary = target + ".tmp-XXXXXX";
   const int fd = mkstemp(temporary.data());
-  if (fd < 0) fail("tensor.save: cannot create a file next to '{}': {}", path, strerror(errno));
+  if (fd < 0) fail("tensor.save: cannot create a file next to '{}': {}", target, strerror(errno));
   const char* error = nullptr;
   size_t written = 0;
   while (written < bytes.size() && !error) {
@@ -242,7 +300,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (!error && fchmod(fd, 0644) != 0) error = strerror(errno);
   if (!error && fsync(fd) != 0) error = strerror(errno);
   if (close(fd) != 0 && !error) error = strerror(errno);
-  if (!error && rename(temporary.c_str(), path.c_str()) != 0) error = strerror(errno);
+  if (!error && rename(temporary.c_str(), target.c_str()) != 0) error = strerror(errno);
   if (error) {
     const std::string message = error;
     unlink(temporary.c_str());
@@ -281,12 +339,14 @@ int save(lua_State* L) {
 // ---- load ----
 
 std::string read_whole_file(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("tensor.load: cannot open '{}': {}", path, strerror(errno));
   struct stat info {};
-  if (fstat(fd, &info) != 0 || S_ISDIR(info.st_mode)) {
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const mode_t mode = info.st_mode;
     close(fd);
-    fail("tensor.load: '{}' is a directory, not a checkpoint file", path);
+    fail("tensor.load: '{}' is {}, not a checkpoint file", path, file_kind(mode));
   }
   std::string bytes;
   char chunk[1 << 16];

@@ -187,6 +187,31 @@ h.test("foreign files and bad paths", function()
   h.err(function() tensor.save(dir .. "/no/such/dir/x.ckpt", {}) end, "cannot create a file next to")
 end)
 
+h.test("special files: symlinks are followed, devices and FIFOs refused, stale temporaries removed", function()
+  local function sh(command) assert(os.execute(command), command) end
+  -- A save through a symlink writes the file it points to; the link stays.
+  sh("cd '" .. dir .. "' && touch real.ckpt && ln -s real.ckpt link.ckpt && ln -s missing.ckpt dangling.ckpt")
+  tensor.save(path("link.ckpt"), {w = tensor.new({1, 2})})
+  h.eq(tensor.load(path("real.ckpt")).w:tolist(), {1, 2})
+  assert(io.popen("test -L '" .. path("link.ckpt") .. "' && echo link"):read("l") == "link",
+         "the symlink was replaced by a file")
+  tensor.save(path("dangling.ckpt"), {w = tensor.new({3})})
+  h.eq(tensor.load(path("missing.ckpt")).w:tolist(), {3})
+  -- A FIFO or a device is neither replaced nor waited on.
+  sh("mkfifo '" .. path("fifo.ckpt") .. "'")
+  h.err(function() tensor.save(path("fifo.ckpt"), {}) end, "is a FIFO, not a checkpoint file")
+  h.err(function() tensor.load(path("fifo.ckpt")) end, "is a FIFO, not a checkpoint file")
+  assert(io.popen("test -p '" .. path("fifo.ckpt") .. "' && echo fifo"):read("l") == "fifo")
+  h.err(function() tensor.save("/dev/null", {}) end, "'/dev/null' is a device")
+  h.err(function() tensor.load("/dev/zero") end, "is a device, not a checkpoint file")
+  -- What a killed save left behind is removed by the next save of that path
+  -- once it is old; a young one may belong to a save still running.
+  sh("cd '" .. dir .. "' && touch -d '2 hours ago' real.ckpt.tmp-AbC123 && touch real.ckpt.tmp-XyZ789")
+  tensor.save(path("real.ckpt"), {})
+  assert(not io.open(path("real.ckpt.tmp-AbC123")), "a stale temporary file was left")
+  assert(io.open(path("real.ckpt.tmp-XyZ789")), "a young temporary file was removed")
+end)
+
 h.test("bad arguments and unsupported values", function()
   h.err(function() tensor.save(path("x.ckpt"), tensor.zeros(2)) end, "bad argument #2 to 'save'", "table expected")
   h.err(function() tensor.save(path("x.ckpt")) end, "bad argument #2 to 'save'")
