@@ -327,8 +327,9 @@ std::string KernelWriter::scatter_code(int id) {
 
 // clamp(x, low, high) as the eager op: integer bounds of an integer tensor
 // clamp exactly (saturated to the type); otherwise the bounds are doubles
-// converted like clamp_kernel does (NaN bounds are absent). The bounds are
-// 0-d, so their conversion goes to the prologue.
+// converted like clamp_kernel does (a NaN bound makes a float result NaN;
+// integer tensors never get one). The bounds are 0-d, so their conversion
+// goes to the prologue.
 std::string KernelWriter::clamp_code(int id) {
   const KernelNode& node = graph_->node(id);
   const Instruction& instruction = program_.instructions[node.instruction];
@@ -371,7 +372,8 @@ std::string KernelWriter::clamp_code(int id) {
       const std::string converted = is_floating(type)
                                         ? fmt::format("lzk_bound_{}({})", name, d)
                                         : fmt::format("lzk_{}_bound_{}({})", kind, name, d);
-      return fmt::format("(isnan({}) ? {} : {})", d, absent, converted);
+      return is_floating(type) ? converted
+                               : fmt::format("(isnan({}) ? {} : {})", d, absent, converted);
     };
     prep +=
         fmt::format("const {} L{} = {};\n", t, id, bound(has_low, low, low_dtype, "low", lowest));
@@ -384,8 +386,10 @@ std::string KernelWriter::clamp_code(int id) {
     code += fmt::format("const {0} v{1} = r{1} < H{1} ? r{1} : H{1};\n", t, id);
   } else if (is_floating(type)) {
     const char* select = type == DType::f32 ? "lzk_select_f32" : "lzk_select_f64";
-    code = fmt::format("const {0} r{1} = {3}({2} < L{1}, L{1}, {2});\n", t, id, value, select);
-    code += fmt::format("const {0} v{1} = {2}(r{1} > H{1}, H{1}, r{1});\n", t, id, select);
+    code = fmt::format("const {0} r{1} = {3}({2} < L{1} || L{1} != L{1}, L{1}, {2});\n", t, id,
+                       value, select);
+    code += fmt::format("const {0} v{1} = {2}(r{1} > H{1} || H{1} != H{1}, H{1}, r{1});\n", t, id,
+                        select);
   } else {
     code = fmt::format("const {0} r{1} = {2} < L{1} ? L{1} : {2};\n", t, id, value);
     code += fmt::format("const {0} v{1} = r{1} > H{1} ? H{1} : r{1};\n", t, id);

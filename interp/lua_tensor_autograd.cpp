@@ -107,9 +107,16 @@ int index_add(lua_State* L) {
   const Tensor& src = check_tensor(L, 4, "index_add");
   if (index->shape.rank() != 1)
     fail("index_add: index must be 1-d, got {}", shape_string(index->shape));
-  if (src->shape.rank() != self->shape.rank() || src->shape[d] != index->shape[0]) {
-    fail("index_add: src {} must have the tensor's dims with {} slices along dim {}",
-         shape_string(src->shape), index->shape[0], d + 1);
+  // src is the tensor's shape but for dim d (torch.index_add): a narrower
+  // src would update only part of each slice.
+  bool fits = src->shape.rank() == self->shape.rank() && src->shape[d] == index->shape[0];
+  for (int k = 0; fits && k < src->shape.rank(); k++)
+    fits = k == d || src->shape[k] == self->shape[k];
+  if (!fits) {
+    Shape want = self->shape;
+    if (want.rank() > 0) want[d] = index->shape[0];
+    fail("index_add: src must be {} (the tensor's shape with {} slices along dim {}), got {}",
+         shape_string(want), index->shape[0], d + 1, shape_string(src->shape));
   }
   Shape along = Dims::filled(src->shape.rank(), 1);
   along[d] = index->shape[0];

@@ -42,10 +42,21 @@ int unary_inplace(lua_State* L) {
   return push_self(L);
 }
 
+// Arithmetic on a boolean is an error, as in Lua (1 + true); comparisons
+// and logical ops take booleans as 0/1 (t:eq(true) on a bool tensor).
+template <BinaryOp op>
+void check_not_boolean(lua_State* L, int arg) {
+  if (!binary_is_comparison(op) && lua_type(L, arg) == LUA_TBOOLEAN) {
+    type_error(L, arg, binary_op_name(op), "number or tensor");
+  }
+}
+
 // Also the arithmetic metamethods, so either operand may be a number.
 template <BinaryOp op>
 int binary_method(lua_State* L) {
   const char* name = binary_op_name(op);
+  check_not_boolean<op>(L, 1);
+  check_not_boolean<op>(L, 2);
   const bool left_tensor = to_tensor(L, 1) != nullptr;
   const bool right_tensor = to_tensor(L, 2) != nullptr;
   if (left_tensor && right_tensor) {
@@ -61,6 +72,7 @@ int binary_method(lua_State* L) {
 template <BinaryOp op>
 int binary_inplace(lua_State* L) {
   const char* name = binary_op_name(op);
+  check_not_boolean<op>(L, 2);
   const Tensor& self = self_tensor(L, name);
   const std::string method = std::string(name) + "_";
   if (to_tensor(L, 2)) {

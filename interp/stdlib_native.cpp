@@ -239,6 +239,17 @@ std::optional<double> parse_number(std::string_view text) {
   return value;
 }
 
+// An integer field exactly (from its digits, so values beyond 2^53 stay
+// exact), or a number that is a whole value in int64's range ("1e3").
+std::optional<int64_t> parse_integer(std::string_view text, double value) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  int64_t integer = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), integer);
+  if (error == std::errc() && end == text.data() + text.size()) return integer;
+  if (std::floor(value) == value && std::fabs(value) < 9.2e18) return static_cast<int64_t>(value);
+  return std::nullopt;
+}
+
 std::string strip_quotes(std::string_view name) {
   if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
     name = name.substr(1, name.size() - 2);
@@ -258,6 +269,10 @@ int read_csv(lua_State* L) {
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   std::vector<std::string> names;
   std::vector<double> values;
+  // i32 and i64 columns are read exactly and checked against the dtype's
+  // range (a cast from double would round past 2^53 and saturate or wrap).
+  const bool integer_columns = is_integral(dtype) && dtype != DType::boolean;
+  std::vector<int64_t> integers;
   int64_t columns = -1;
   int64_t first_data_line = 0;
   bool header_pending = has_header;
@@ -292,9 +307,13 @@ int read_csv(lua_State* L) {
         fail("{}: '{}' line {}, column {}: '{}' is not a number", function, path, line_number,
              column + 1, fields[column]);
       }
-      if (is_integral(dtype) && *value != static_cast<double>(static_cast<int64_t>(*value))) {
-        fail("{}: '{}' line {}, column {}: '{}' is not an integer (dtype {})", function, path,
-             line_number, column + 1, fields[column], dtype_name(dtype));
+      if (integer_columns) {
+        const std::optional<int64_t> integer = parse_integer(fields[column], *value);
+        if (!integer || (dtype == DType::i32 && (*integer < INT32_MIN || *integer > INT32_MAX))) {
+          fail("{}: '{}' line {}, column {}: '{}' is not an integer in the range of {}", function,
+               path, line_number, column + 1, fields[column], dtype_name(dtype));
+        }
+        integers.push_back(*integer);
       }
       values.push_back(*value);
     }
@@ -308,6 +327,8 @@ int read_csv(lua_State* L) {
     for (size_t i = 0; i < values.size(); i++) {
       if constexpr (std::is_same_v<Out, bool>) {
         data[i] = values[i] != 0;
+      } else if (integer_columns) {
+        data[i] = static_cast<Out>(integers[i]);
       } else {
         data[i] = static_cast<Out>(values[i]);
       }

@@ -137,7 +137,8 @@ end
 -- Number of batches per epoch.
 function DataLoader:__len()
   if self.drop_last then return self.rows // self.batch_size end
-  return (self.rows + self.batch_size - 1) // self.batch_size
+  -- (rows + batch_size - 1) // batch_size would overflow for a huge batch_size
+  return self.rows // self.batch_size + (self.rows % self.batch_size > 0 and 1 or 0)
 end
 
 -- One epoch: `for x, y in loader:iter() do ... end` yields one batch per

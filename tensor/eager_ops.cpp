@@ -215,13 +215,23 @@ Array binary(BinaryOp op, const Array& a, const Array& b) {
   return run_binary(op, a, b, compute_dtype(op, promote(a.dtype, b.dtype)));
 }
 
+void check_scalar_fits(BinaryOp op, Scalar value, DType compute) {
+  if (compute != DType::i32 || !value.is_integer) return;
+  if (value.integer < INT32_MIN || value.integer > INT32_MAX) {
+    fail("{}: {} does not fit in i32, the tensor's dtype (convert the tensor with :long())",
+         binary_op_name(op), value.integer);
+  }
+}
+
 Array binary(BinaryOp op, const Array& a, Scalar b) {
   const DType compute = compute_dtype(op, promote_with_scalar(a.dtype, b.is_integer));
+  check_scalar_fits(op, b, compute);
   return run_binary(op, a, scalar_array(b, compute), compute);
 }
 
 Array binary(BinaryOp op, Scalar a, const Array& b) {
   const DType compute = compute_dtype(op, promote_with_scalar(b.dtype, a.is_integer));
+  check_scalar_fits(op, a, compute);
   return run_binary(op, scalar_array(a, compute), b, compute);
 }
 
@@ -262,8 +272,21 @@ void run_clamp(const Array& in, std::optional<Scalar> low, std::optional<Scalar>
 
 }  // namespace
 
+namespace {
+
+void check_bounds(const char* op, DType type, std::optional<Scalar> low,
+                  std::optional<Scalar> high) {
+  for (const std::optional<Scalar>& bound : {low, high}) {
+    if (bound && !is_floating(type) && std::isnan(bound->value))
+      fail("{}: a NaN bound for a {} tensor (its values cannot be NaN)", op, dtype_name(type));
+  }
+}
+
+}  // namespace
+
 Array clamp(const Array& a, std::optional<Scalar> low, std::optional<Scalar> high) {
   const DType type = a.dtype == DType::boolean ? DType::i64 : a.dtype;
+  check_bounds("clamp", type, low, high);
   Array out = Array::empty(a.shape, type);
   run_clamp(cast(a, type), low, high, out);
   return out;
@@ -304,12 +327,14 @@ void binary_(BinaryOp op, const Array& self, const Array& other) {
 
 void binary_(BinaryOp op, const Array& self, Scalar other) {
   const DType compute = compute_dtype(op, promote_with_scalar(self.dtype, other.is_integer));
+  check_scalar_fits(op, other, compute);
   binary_(op, self, scalar_array(other, compute));
 }
 
 void clamp_(const Array& self, std::optional<Scalar> low, std::optional<Scalar> high) {
   check_writable(self, "clamp_");
   if (self.dtype == DType::boolean) fail("clamp_: not defined for bool tensors");
+  check_bounds("clamp_", self.dtype, low, high);
   run_clamp(self, low, high, self);
 }
 

@@ -36,6 +36,10 @@ struct Scalar {
 // bools as 0/1 in i64.
 DType binary_compute_dtype(BinaryOp op, DType promoted);
 
+// An integer Lua number in an op whose compute dtype is i32 must fit in
+// i32 (it would wrap): an Error naming the op otherwise.
+void check_scalar_fits(BinaryOp op, Scalar value, DType compute);
+
 // Factories.
 Array full(const Shape& shape, Scalar value, DType dtype);
 Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype);

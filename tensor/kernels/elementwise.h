@@ -117,7 +117,8 @@ void binary_kernel(BinaryOp op, const Array& a, const Array& b, const Array& out
 // broadcast to out.shape.
 void where_kernel(const Array& cond, const Array& a, const Array& b, const Array& out);
 
-// out = clamp(in, lo, hi) with optional bounds (NaN bounds are "absent").
+// out = clamp(in, lo, hi) with optional bounds (a NaN bound makes every
+// float result NaN, as PyTorch; integer tensors never get one).
 // Same dtype in and out; bounds are converted to it: for floats by
 // rounding (beyond the range: +-inf), for ints to ceil(lo) and floor(hi)
 // (the integers within [lo, hi]), saturated to the type's range. NaN input

@@ -346,11 +346,12 @@ void clamp_loop(const Array& in, bool has_low, double low, bool has_high, double
                                                 : std::numeric_limits<T>::max();
   const T low_bound = has_low ? lower_bound_as<T>(low) : lowest;
   const T high_bound = has_high ? upper_bound_as<T>(high) : highest;
-  // max then min, as PyTorch: with low > high everything becomes high. NaN
-  // compares false both times and stays NaN.
+  // max then min, as PyTorch: with low > high everything becomes high. A
+  // NaN x compares false both times and stays NaN; a NaN bound (floats
+  // only: the op refuses it for integers) makes every result NaN.
   unary_loop<T, T>(in, out, kElementwiseGrain, [low_bound, high_bound](T x) {
-    const T raised = x < low_bound ? low_bound : x;
-    return raised > high_bound ? high_bound : raised;
+    const T raised = x < low_bound || low_bound != low_bound ? low_bound : x;
+    return raised > high_bound || high_bound != high_bound ? high_bound : raised;
   });
 }
 
@@ -384,8 +385,10 @@ void unary_kernel(UnaryOp op, const Array& in, const Array& out) {
 void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, double high,
                   const Array& out) {
   LAZYLUA_ASSERT(in.shape == out.shape && in.dtype == out.dtype);
-  has_low = has_low && !std::isnan(low);
-  has_high = has_high && !std::isnan(high);
+  // A NaN bound of an integer tensor is refused by the op; here it would
+  // be an undefined conversion.
+  LAZYLUA_ASSERT(!is_integral(in.dtype) || !(has_low && std::isnan(low)));
+  LAZYLUA_ASSERT(!is_integral(in.dtype) || !(has_high && std::isnan(high)));
   switch (in.dtype) {
     case DType::i32:
       return clamp_loop<int32_t>(in, has_low, low, has_high, high, out);

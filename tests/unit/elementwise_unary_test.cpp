@@ -406,10 +406,15 @@ TEST(Elementwise, ClampFloats) {
   const std::vector<float> expected = {-1, -1, 0, 0.5f, 1, 1, nan, -1, 1};
   for (int i = 0; i < 9; ++i) EXPECT_TRUE(same_value(got[i], expected[i])) << i;
   EXPECT_TRUE(padding_untouched(out));
-  // Only a lower bound; a NaN bound means none; low > high gives high.
-  clamp_kernel(in, true, 0.5, true, nan, out);
+  // Only a lower bound; a NaN bound makes every result NaN (as PyTorch);
+  // low > high gives high.
+  clamp_kernel(in, true, 0.5, false, 0, out);
   EXPECT_EQ(to_values<float>(out)[0], 0.5f);
   EXPECT_EQ(to_values<float>(out)[5], 7.0f);
+  clamp_kernel(in, true, 0.5, true, nan, out);
+  for (float v : to_values<float>(out)) EXPECT_TRUE(std::isnan(v));
+  clamp_kernel(in, true, nan, false, 0, out);
+  for (float v : to_values<float>(out)) EXPECT_TRUE(std::isnan(v));
   clamp_kernel(in, true, 3, true, 2, out);
   got = to_values<float>(out);
   for (int i = 0; i < 9; ++i) {

@@ -1,0 +1,77 @@
+-- test_silent_results.lua - inputs that once gave a silently wrong result
+-- and now give the right one or a clear error (and leave the process
+-- usable): integer numbers beyond i32 against i32 tensors, booleans in
+-- arithmetic, index_add with a narrower src, CSV integers beyond i32 or
+-- 2^53, a DataLoader batch larger than the data, NaN clamp bounds.
+local h = dofile("helpers.lua")
+local data = require "data"
+
+h.test("an integer beyond i32 against an i32 tensor is an error, not a wrapped value", function()
+  local t = tensor.new({3, -7}, {dtype = "i32"})
+  h.err(function() return t:lt(math.maxinteger):tolist() end,
+    "lt: 9223372036854775807 does not fit in i32")
+  h.err(function() return (t + 2147483648):tolist() end, "add: 2147483648 does not fit in i32")
+  h.err(function() return (-2147483649 - t):tolist() end, "sub: -2147483649 does not fit in i32")
+  h.err(function() t:mul_(1 << 40) end, "mul: 1099511627776 does not fit in i32")
+  -- In range, and beyond it through i64 or a float, all as before.
+  h.eq((t + 2147483647 - 2147483647):tolist(), {3, -7})
+  h.eq(t:long():lt(math.maxinteger):tolist(), {true, true})
+  h.eq(t:lt(1e300):tolist(), {true, true})
+  h.eq(t:tolist(), {3, -7})
+end)
+
+h.test("a boolean in arithmetic is an error, as in Lua; comparisons take it", function()
+  local t = tensor.new({1, 2})
+  h.err(function() return t + true end, "bad argument #2 to 'add' (number or tensor expected, got boolean)")
+  h.err(function() return false * t end, "bad argument #1 to 'mul'")
+  h.err(function() t:add_(true) end, "add")
+  h.eq(tensor.new({true, false}):eq(true):tolist(), {true, false})
+  h.eq((t + 1):tolist(), {2, 3})
+end)
+
+h.test("index_add's src must match the tensor outside the indexed dim", function()
+  local t = tensor.zeros(3, 4)
+  h.err(function() t:index_add(1, tensor.new({1, 3}), tensor.ones(2, 2)) end,
+    "index_add: src must be [2, 4]", "got [2, 2]")
+  h.eq(t:index_add(1, tensor.new({1, 3}), tensor.ones(2, 4)):sum(2):tolist(), {4, 0, 4})
+end)
+
+h.test("CSV integers: beyond i32 an error, beyond 2^53 exact in i64", function()
+  local path = os.tmpname()
+  local file = assert(io.open(path, "w"))
+  file:write("a,b\n1,3000000000\n9007199254740993,-2\n")
+  file:close()
+  h.err(function() data.read_csv(path, {header = true, dtype = "i32"}) end,
+    "line 2, column 2: '3000000000' is not an integer in the range of i32")
+  local t = data.read_csv(path, {header = true, dtype = "i64"})
+  h.eq(t:tolist(), {{1, 3000000000}, {9007199254740993, -2}})
+  os.remove(path)
+end)
+
+h.test("a DataLoader batch larger than the data gives one short batch", function()
+  local x = tensor.arange(5)
+  for _, size in ipairs({5, 7, math.maxinteger}) do
+    local loader = data.DataLoader({x}, {batch_size = size, progress = false})
+    local batches = {}
+    for b in loader:iter() do batches[#batches + 1] = b:tolist() end
+    h.eq(batches, {{0, 1, 2, 3, 4}}, nil)
+  end
+  local dropped = data.DataLoader({x}, {batch_size = math.maxinteger, drop_last = true, progress = false})
+  local count = 0
+  for _ in dropped:iter() do count = count + 1 end
+  assert(count == 0, "drop_last kept a short batch")
+end)
+
+h.test("a NaN clamp bound makes float results NaN; integer tensors refuse it", function()
+  local nan = 0 / 0
+  local x = tensor.new({1.5, -3, 7})
+  for _, got in ipairs({x:clamp(nan, 2), x:clamp(0, nan), x:clamp(nan)}) do
+    for _, v in ipairs(got:tolist()) do assert(v ~= v, "expected NaN, got " .. v) end
+  end
+  h.eq(x:clamp(0, 2):tolist(), {1.5, 0, 2})
+  h.err(function() tensor.new({1, 2}):clamp(nan, 2) end, "clamp: a NaN bound for a i64 tensor")
+  h.err(function() tensor.new({1, 2}):clamp_(0, nan) end, "clamp_: a NaN bound for a i64 tensor")
+  h.eq(tensor.new({1, 5}):clamp(0, 2):tolist(), {1, 2})
+end)
+
+h.done("test_silent_results")
