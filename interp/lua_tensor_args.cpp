@@ -3,6 +3,9 @@
 // lua_tensor_internal.h for why).
 #include <cmath>
 
+#include <cstring>
+#include <initializer_list>
+
 #include "interp/lua_tensor_internal.h"
 
 namespace lazylua::binding {
@@ -121,8 +124,28 @@ Shape check_sizes(lua_State* L, int first, int last, const char* function, bool 
   return shape;
 }
 
+void check_option_keys(lua_State* L, int arg, const char* function,
+                       std::initializer_list<const char*> known) {
+  arg = lua_absindex(L, arg);
+  lua_pushnil(L);
+  while (lua_next(L, arg) != 0) {
+    lua_pop(L, 1);  // the value; the key stays for lua_next
+    const char* key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : nullptr;
+    bool found = false;
+    for (const char* name : known) found = found || (key && std::strcmp(key, name) == 0);
+    if (!found) {
+      std::string names;
+      for (const char* name : known) names += std::string(names.empty() ? "" : ", ") + name;
+      const std::string shown = key ? key : luaL_typename(L, -1);
+      lua_pop(L, 1);
+      argument_error(arg, function, "unknown option '" + shown + "' (options: " + names + ")");
+    }
+  }
+}
+
 std::optional<DType> options_dtype(lua_State* L, int arg, const char* function) {
   if (!is_options_table(L, arg)) return std::nullopt;
+  check_option_keys(L, arg, function, {"dtype"});
   lua_getfield(L, arg, "dtype");
   const int type = lua_type(L, -1);
   const char* name = type == LUA_TSTRING ? lua_tostring(L, -1) : nullptr;

@@ -35,6 +35,7 @@ std::pair<int64_t, int64_t> check_pair(lua_State* L, int arg, const char* functi
 void read_options(lua_State* L, int arg, const char* function, Window2d* window) {
   if (lua_isnoneornil(L, arg)) return;
   if (lua_type(L, arg) != LUA_TTABLE) type_error(L, arg, function, "options table");
+  check_option_keys(L, arg, function, {"stride", "padding"});
   lua_getfield(L, arg, "stride");
   std::tie(window->sh, window->sw) =
       check_pair(L, lua_gettop(L), function, "stride", {window->sh, window->sw});

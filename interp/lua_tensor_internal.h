@@ -9,6 +9,7 @@
 
 #include <lua.hpp>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ int64_t check_integer(lua_State* L, int arg, const char* function);
 double check_double(lua_State* L, int arg, const char* function);
 std::optional<int64_t> optional_integer(lua_State* L, int arg, const char* function);
 bool optional_boolean(lua_State* L, int arg, const char* function, bool fallback);
+// An argument error naming the first key of the table at `arg` not in `known`.
+void check_option_keys(lua_State* L, int arg, const char* function,
+                       std::initializer_list<const char*> known);
 
 // 1-based (or negative) Lua dim at `arg` for a tensor of `rank` dims -> 0-based.
 int check_dim(lua_State* L, int arg, int rank, const char* function, int rank_extra = 0);

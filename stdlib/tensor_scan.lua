@@ -74,6 +74,11 @@ function M.scan(fn, init, xs, options)
   if type(fn) ~= "function" then error("scan: the body must be a function", 2) end
   options = options or {}
   if type(options) ~= "table" then error("scan: options must be a table", 2) end
+  for key in pairs(options) do
+    if key ~= "reverse" and key ~= "length" and key ~= "recompute" then
+      error("scan: unknown option '" .. tostring(key) .. "' (options: reverse, length, recompute)", 2)
+    end
+  end
   local init_leaves, init_paths = {}, {}
   local init_spec = flatten(init, "init", init_leaves, init_paths, 2)
   local x_leaves, x_paths, x_spec = {}, {}, nil

@@ -2,9 +2,11 @@
 #include "context.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "scan.h"
 #include "tensor.h"
@@ -20,10 +22,28 @@ const char* sync_cause_name(SyncCause cause) {
   return kNames[static_cast<int>(cause)];
 }
 
+namespace {
+
+// LAZYLUA_EAGER's value: 1/true/yes/on or 0/false/no/off (any case), empty
+// is off; anything else is said and taken as off.
+bool eager_from_environment() {
+  const char* text = std::getenv("LAZYLUA_EAGER");
+  if (!text || !*text) return false;
+  std::string value(text);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  std::fprintf(stderr,
+               "lazylua: LAZYLUA_EAGER=%s is not 1/0, true/false, yes/no or on/off; "
+               "eager mode stays off\n",
+               text);
+  return false;
+}
+
+}  // namespace
+
 Context::Context() : executor(make_reference_executor()) {
-  if (const char* eager_flag = std::getenv("LAZYLUA_EAGER")) {
-    eager = eager_flag[0] != '\0' && eager_flag[0] != '0';
-  }
+  eager = eager_from_environment();
   if (const char* debug = std::getenv("LAZYLUA_DEBUG")) debug_level = std::atoi(debug);
 }
 

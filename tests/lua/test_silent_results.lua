@@ -74,4 +74,31 @@ h.test("a NaN clamp bound makes float results NaN; integer tensors refuse it", f
   h.eq(tensor.new({1, 5}):clamp(0, 2):tolist(), {1, 2})
 end)
 
+h.test("unknown option keys are errors, not ignored", function()
+  h.err(function() tensor.zeros(2, {dtypo = "f64"}) end, "unknown option 'dtypo' (options: dtype)")
+  h.err(function() tensor.arange(3, {dtype = "i32", device = "cpu"}) end, "unknown option 'device'")
+  h.err(function() tensor.conv2d(tensor.ones(1, 1, 3, 3), tensor.ones(1, 1, 3, 3), {strde = 1}) end,
+    "unknown option 'strde' (options: stride, padding)")
+  h.err(function()
+    tensor.scan(function(c) return c end, tensor.zeros(1), tensor.ones(2, 1), {revers = true})
+  end, "scan: unknown option 'revers'")
+  h.eq(tensor.zeros(2, {dtype = "f64"}):dtype(), "f64")
+end)
+
+h.test("LAZYLUA_EAGER takes booleans in words; anything else is said and is off", function()
+  local program = arg and arg[-1]
+  if not program then return end
+  local function mode(value)
+    local pipe = io.popen(string.format("LAZYLUA_EAGER='%s' '%s' -e 'io.write(tostring(tensor.is_eager()))' 2>&1",
+      value, program))
+    local out = pipe:read("a")
+    pipe:close()
+    return out
+  end
+  for _, on in ipairs({"1", "true", "YES", "on"}) do h.eq(mode(on), "true") end
+  for _, off in ipairs({"0", "false", "No", "off", ""}) do h.eq(mode(off), "false") end
+  local said = mode("maybe")
+  assert(said:find("LAZYLUA_EAGER=maybe is not", 1, true) and said:find("false$"), said)
+end)
+
 h.done("test_silent_results")
