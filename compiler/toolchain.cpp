@@ -1,10 +1,12 @@
 // toolchain.cpp - running the system C compiler and loading what it builds.
 #include "compiler/toolchain.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +14,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <type_traits>
@@ -83,8 +88,105 @@ struct ProcessOutcome {
   std::string failure;     // when it did not start or did not exit 0
 };
 
+// Seconds a compiler may run before it is killed and the graph runs
+// interpreted: LAZYLUA_CC_TIMEOUT, default 60.
+int compile_timeout_seconds() {
+  static const int seconds = [] {
+    const char* text = std::getenv("LAZYLUA_CC_TIMEOUT");
+    const int value = text ? std::atoi(text) : 0;
+    return value > 0 ? value : 60;
+  }();
+  return seconds;
+}
+
+// The process groups of running compilers: killed when lazylua exits, so
+// no compiler outlives the interpreter that started it (and a killed
+// lazylua's direct child dies by PR_SET_PDEATHSIG).
+std::mutex running_mutex;
+std::vector<pid_t>* running_groups = new std::vector<pid_t>();  // never freed: used at exit
+
+void kill_running_compilers() {
+  std::lock_guard lock(running_mutex);
+  for (pid_t group : *running_groups) kill(-group, SIGKILL);
+}
+
+void track(pid_t group, bool running) {
+  static std::once_flag installed;
+  std::call_once(installed, [] { std::atexit(kill_running_compilers); });
+  std::lock_guard lock(running_mutex);
+  if (running) {
+    running_groups->push_back(group);
+  } else {
+    running_groups->erase(std::remove(running_groups->begin(), running_groups->end(), group),
+                          running_groups->end());
+  }
+}
+
+// Starts argv in its own process group (a Ctrl-C meant for the interpreter
+// must not kill a build half-way) with a clean signal mask, default SIGPIPE
+// (the host may block or ignore signals), stdin from `input` and stdout and
+// stderr into write_end, and a parent-death signal. vfork rather than
+// posix_spawn for that signal (posix_spawn cannot set it); like posix_spawn's
+// own vfork, the child only makes system calls until exec, and shares no
+// signal handlers with us.
+pid_t start_child(const std::vector<std::string>& argv, const char* input, int write_end,
+                  int* spawn_error) {
+  std::vector<char*> arguments;
+  for (const std::string& word : argv) arguments.push_back(const_cast<char*>(word.c_str()));
+  arguments.push_back(nullptr);
+  // A bare name is looked up in PATH, like a shell would.
+  const bool search_path = argv[0].find('/') == std::string::npos;
+  const pid_t parent = getpid();
+  int error_pipe[2];  // the child reports a failed exec through it
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
+    *spawn_error = errno;
+    return -1;
+  }
+  const pid_t child = vfork();
+  if (child < 0) {
+    *spawn_error = errno;
+    close(error_pipe[0]);
+    close(error_pipe[1]);
+    return -1;
+  }
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    const int in = open(input, O_RDONLY);
+    if (in >= 0) dup2(in, 0);
+    dup2(write_end, 1);
+    dup2(write_end, 2);
+    search_path ? execvp(arguments[0], arguments.data()) : execv(arguments[0], arguments.data());
+    const int failure = errno;
+    ssize_t ignored = write(error_pipe[1], &failure, sizeof failure);
+    (void)ignored;
+    _exit(127);
+  }
+  close(error_pipe[1]);
+  int failure = 0;
+  ssize_t count;
+  do {
+    count = read(error_pipe[0], &failure, sizeof failure);
+  } while (count < 0 && errno == EINTR);
+  close(error_pipe[0]);
+  if (count == static_cast<ssize_t>(sizeof failure)) {  // exec failed
+    waitpid(child, nullptr, 0);
+    *spawn_error = failure;
+    return -1;
+  }
+  setpgid(child, child);  // also here: no race with the kill of the group
+  return child;
+}
+
 // Runs argv with stdin from stdin_path ("" = /dev/null) and stdout + stderr
-// into a pipe we drain (so a chatty compiler never blocks on a full pipe).
+// into a pipe we drain (so a chatty compiler never blocks on a full pipe),
+// for at most compile_timeout_seconds().
 // The pipe is close-on-exec in this process, so children that other threads
 // spawn meanwhile do not hold its write end open and delay our EOF.
 ProcessOutcome run_process(const std::vector<std::string>& argv, const std::string& stdin_path) {
@@ -94,62 +196,51 @@ ProcessOutcome run_process(const std::vector<std::string>& argv, const std::stri
     outcome.failure = "cannot create a pipe: " + errno_text(errno);
     return outcome;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attributes;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_init(&attributes);
   const char* input = stdin_path.empty() ? "/dev/null" : stdin_path.c_str();
-  posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, pipe_ends[1], 2);
-  // Own process group: a Ctrl-C meant for the interpreter must not kill a
-  // build half-way. A clean signal mask and default SIGPIPE: the host may
-  // block or ignore signals, and the compiler should not inherit that.
-  sigset_t no_signals, default_signals;
-  sigemptyset(&no_signals);
-  sigemptyset(&default_signals);
-  sigaddset(&default_signals, SIGPIPE);
-  posix_spawnattr_setflags(&attributes,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setsigmask(&attributes, &no_signals);
-  posix_spawnattr_setsigdefault(&attributes, &default_signals);
-
-  std::vector<char*> arguments;
-  for (const std::string& word : argv) arguments.push_back(const_cast<char*>(word.c_str()));
-  arguments.push_back(nullptr);
-  pid_t child = -1;
-  // A bare name is looked up in PATH, like a shell would.
-  bool search_path = argv[0].find('/') == std::string::npos;
-  int spawn_error =
-      search_path
-          ? posix_spawnp(&child, arguments[0], &actions, &attributes, arguments.data(), environ)
-          : posix_spawn(&child, arguments[0], &actions, &attributes, arguments.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
+  int spawn_error = 0;
+  const pid_t child = start_child(argv, input, pipe_ends[1], &spawn_error);
   close(pipe_ends[1]);
-  if (spawn_error != 0) {
+  if (child < 0) {
     close(pipe_ends[0]);
     outcome.failure = "cannot run '" + argv[0] + "': " + errno_text(spawn_error);
     return outcome;
   }
+  track(child, true);
 
   char buffer[4096];
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(compile_timeout_seconds());
+  bool timed_out = false;
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd readable{pipe_ends[0], POLLIN, 0};
+    const int ready = poll(&readable, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;
     ssize_t count = read(pipe_ends[0], buffer, sizeof buffer);
-    if (count < 0 && errno == EINTR) continue;
+    if (count < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (count <= 0) break;  // EOF, or an error we can only stop reading on
     size_t room = kMaxMessageBytes - std::min(kMaxMessageBytes, outcome.output.size());
     outcome.output.append(buffer, std::min(room, static_cast<size_t>(count)));
   }
   close(pipe_ends[0]);
+  if (timed_out) kill(-child, SIGKILL);  // the driver and its cc1, as, ld
 
   int status = 0;
   pid_t waited;
   do {
     waited = waitpid(child, &status, 0);
   } while (waited < 0 && errno == EINTR);
-  if (waited < 0) {
+  track(child, false);
+  if (timed_out) {
+    outcome.failure = "'" + argv[0] + "' took longer than " +
+                      std::to_string(compile_timeout_seconds()) + " s (LAZYLUA_CC_TIMEOUT)";
+  } else if (waited < 0) {
     // ECHILD: the host set SIGCHLD to SIG_IGN and the status is lost; we
     // cannot tell success from failure, so we call it a failure.
     outcome.failure = "cannot wait for '" + argv[0] + "': " + errno_text(errno);
@@ -368,12 +459,39 @@ std::shared_ptr<Library> build_and_load(const std::string& source, const std::st
   }
 }
 
+namespace {
+
+// Private build directories that a killed lazylua left behind (ours, an
+// hour old): removed on the first private build of a process.
+void remove_stale_private_directories(const std::string& parent) {
+  DIR* listing = opendir(parent.c_str());
+  if (!listing) return;
+  const time_t now = time(nullptr);
+  while (const dirent* entry = readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name.size() != 14 || name.compare(0, 8, "lazylua-") != 0) continue;
+    const std::string path = parent + "/" + name;
+    struct stat info;
+    if (lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != geteuid() ||
+        now - info.st_mtime < 3600) {
+      continue;
+    }
+    for (const char* file : {"/graph.c", "/graph.so"}) unlink((path + file).c_str());
+    rmdir(path.c_str());
+  }
+  closedir(listing);
+}
+
+}  // namespace
+
 std::shared_ptr<Library> build_in_private_directory(const Toolchain& tool,
                                                     const std::string& source, std::string* error) {
   try {
     const char* temporary = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(temporary && *temporary ? temporary : "/tmp") + "/lazylua-XXXXXX";
+    const std::string parent = temporary && *temporary ? temporary : "/tmp";
+    static std::once_flag cleaned;
+    std::call_once(cleaned, [&] { remove_stale_private_directories(parent); });
+    std::string pattern = parent + "/lazylua-XXXXXX";
     if (!mkdtemp(pattern.data())) {
       *error = "cannot create a temporary directory " + pattern + ": " + errno_text(errno);
       return nullptr;

@@ -114,6 +114,44 @@ status=$?
 same_result "$(echo "$out" | head -1)" "$expected_result" || fail "FIFO/symlink entry: wrong result $out"
 [ -f "$record" ] && [ ! -L "$object" ] || fail "FIFO/symlink entry was not replaced"
 
+# 3d. A compiler that hangs is killed after LAZYLUA_CC_TIMEOUT (the graph
+# runs interpreted, said once), and one still running when lazylua exits
+# does not outlive it. Stale private build directories are removed.
+cat > "$work/slowcc" <<'SH'
+#!/bin/sh
+# Hangs on generated graphs (their source, on stdin, has lazylua_kernel
+# functions) in a child of its own, as cc runs cc1; compiles everything
+# else (the toolchain probe) with cc.
+source=$(cat)
+case "$source" in *lazylua_kernel*) sleep 300 & wait; exit 1;; esac
+printf '%s\n' "$source" | exec cc "$@"
+SH
+chmod +x "$work/slowcc"
+start=$(date +%s)
+run "$work/cache4" LAZYLUA_CC="$work/slowcc" LAZYLUA_CC_TIMEOUT=2
+[ $status -eq 0 ] || fail "hanging compiler: exit $status: $err"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "hanging compiler: wrong result $out"
+[ "$(echo "$err" | grep -c 'took longer than 2 s (LAZYLUA_CC_TIMEOUT)')" -eq 1 ] ||
+  fail "hanging compiler: not said once: $err"
+[ $(($(date +%s) - start)) -lt 20 ] || fail "hanging compiler: the run took $(($(date +%s) - start)) s"
+mkdir -p "$work/tmp/lazylua-AbCdEf" && touch "$work/tmp/lazylua-AbCdEf/graph.c" &&
+  touch -d '2 hours ago' "$work/tmp/lazylua-AbCdEf"
+TMPDIR="$work/tmp" LAZYLUA_COMPILE=sync LAZYLUA_CACHE_DIR="$work/not-a-directory/cache" \
+  "$lazylua" "$work/program.lua" > /dev/null 2>&1
+LAZYLUA_CACHE_DIR="$work/cache5" LAZYLUA_CC="$work/slowcc" "$lazylua" -e '
+  local x = tensor.randn(100)
+  tensor.mark_step()
+  print((x * 2):exp():sum():item())  -- its compile starts in the background and hangs
+  for _ = 1, 100 do
+    if os.execute("pgrep -f \"sleep 300\" > /dev/null") then break end
+    os.execute("sleep 0.05")
+  end
+  assert(os.execute("pgrep -f \"sleep 300\" > /dev/null"), "the hanging compile never started")
+' > /dev/null 2>"$work/stderr" || fail "exit with a compile in flight: $(cat "$work/stderr")"
+sleep 0.5
+pgrep -f "sleep 300" > /dev/null && fail "a compiler outlived lazylua" && pkill -f "sleep 300"
+[ ! -e "$work/tmp/lazylua-AbCdEf" ] || fail "a stale private build directory was left"
+
 # 4. No C compiler: correct results on the interpreter, said once.
 run "$work/cache2" LAZYLUA_CC=/nonexistent
 [ $status -eq 0 ] || fail "no compiler: exit $status"
