@@ -368,12 +368,15 @@ struct Decoder {
       corrupted(fmt::format("a tensor of {} dimensions", message.shape_size()));
     }
     Shape shape;
-    int64_t count = 1;
     for (const int64_t extent : message.shape()) {
       if (extent < 0 || extent > kMaxElements) corrupted(fmt::format("extent {}", extent));
       shape.push_back(extent);
-      count *= extent;  // each factor <= 2^40 and the product checked below
-      if (count > kMaxElements) corrupted("a tensor too large");
+    }
+    int64_t count = 0;
+    try {
+      count = checked_numel(shape, "tensor.load");
+    } catch (const Error&) {
+      corrupted(fmt::format("a tensor of shape {}, too large", shape_string(shape)));
     }
     const size_t expected = static_cast<size_t>(count) * dtype_size(*dtype);
     if (message.data().size() != expected) {
