@@ -144,8 +144,10 @@ namespace {
 
 // ---- Opening ----
 
-// What the sandbox removes. The standard file searchers are the ones
-// open_lazylua remembered right after luaL_openlibs (the first argument).
+// What the sandbox removes from Lua's own libraries (lazylua's leave out
+// their file functions by themselves, see kSandboxKey). The standard file
+// searchers are the ones open_lazylua remembered right after luaL_openlibs
+// (the first argument). package.searchpath opens files to test them.
 constexpr const char* kSandboxScript = R"lua(
 local file_searchers = ...
 io, debug, loadfile, dofile = nil, nil, nil, nil
@@ -155,7 +157,7 @@ local full_os = os
 os = {clock = full_os.clock, date = full_os.date, difftime = full_os.difftime,
       time = full_os.time}
 loaded.os = os
-package.loadlib, package.path, package.cpath = nil, "", ""
+package.loadlib, package.searchpath, package.path, package.cpath = nil, nil, "", ""
 local dropped = {}
 for _, searcher in ipairs(file_searchers) do dropped[searcher] = true end
 local kept = {}
@@ -177,6 +179,11 @@ struct OpenData {
 };
 
 int open_body(lua_State* L, void* data) {
+  if (static_cast<OpenData*>(data)->sandbox) {
+    // Before the libraries open: they ask for it (is_sandboxed).
+    lua_pushboolean(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, kSandboxKey);
+  }
   open_lazylua(L);
   if (static_cast<OpenData*>(data)->sandbox) {
     if (luaL_loadbufferx(L, kSandboxScript, std::strlen(kSandboxScript), "=sandbox", "t") !=

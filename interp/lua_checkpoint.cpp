@@ -25,6 +25,7 @@
 
 #include "interp/checkpoint.pb.h"
 #include "interp/lua_tensor_internal.h"
+#include "interp/runtime.h"
 #include "tensor/array.h"
 
 namespace lazylua::binding {
@@ -433,6 +434,8 @@ int load(lua_State* L) {
 }  // namespace
 
 void register_checkpoint_functions(lua_State* L) {
+  // A sandboxed interpreter touches no file: it gets neither.
+  if (is_sandboxed(L)) return;
   const luaL_Reg functions[] = {
       {"save", guarded<save>},
       {"load", guarded<load>},

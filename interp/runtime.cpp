@@ -51,6 +51,13 @@ void open_lazylua(lua_State* L) {
   lua_pop(L, 1);
 }
 
+bool is_sandboxed(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, kSandboxKey);
+  const bool sandboxed = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return sandboxed;
+}
+
 void push_tensor_methods(lua_State* L) {
   luaL_getmetatable(L, kTensorMetatableName);
   if (lua_istable(L, -1)) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "interp/lua_tensor_internal.h"
+#include "interp/runtime.h"
 #include "tensor/array.h"
 #include "tensor/checked.h"
 
@@ -442,16 +443,25 @@ int monotonic_seconds(lua_State* L) {
 
 int open_stdlib_native(lua_State* L) {
   const luaL_Reg functions[] = {
-      {"read_idx", guarded<read_idx>},
-      {"read_csv", guarded<read_csv>},
       {"take_rows", guarded<take_rows>},
-      {"write_gzip", guarded<write_gzip>},
       {"isatty", guarded<is_terminal>},
       {"terminal_width", guarded<terminal_width>},
       {"monotonic_seconds", guarded<monotonic_seconds>},
       {nullptr, nullptr},
   };
+  // The ones that open files by name: a sandbox has none of them (data.lua
+  // then leaves out its readers too).
+  const luaL_Reg file_functions[] = {
+      {"read_idx", guarded<read_idx>},
+      {"read_csv", guarded<read_csv>},
+      {"write_gzip", guarded<write_gzip>},
+      {nullptr, nullptr},
+  };
+  const bool sandboxed = is_sandboxed(L);
   luaL_newlib(L, functions);
+  if (!sandboxed) luaL_setfuncs(L, file_functions, 0);
+  lua_pushboolean(L, sandboxed);
+  lua_setfield(L, -2, "sandbox");
   return 1;
 }
 
