@@ -126,9 +126,10 @@ lazylua_status lazylua_run_file(lazylua_interpreter* interpreter, const char* pa
  * usable. Does nothing if no call is running. Callable from any thread
  * (but not after or during lazylua_close of the interpreter). A
  * chunk busy inside one long C function (a big matrix product) stops when
- * that returns; code running inside a coroutine stops when it yields or
- * returns to the main coroutine. It uses Lua's hook: a hook the script set
- * itself (debug.sethook) is replaced. */
+ * that returns; code running inside a coroutine stops at its next
+ * instruction too. It uses Lua's hook: a hook the script set itself
+ * (debug.sethook) is replaced, on the main thread and on the coroutines
+ * that run until the call ends. */
 void lazylua_interrupt(lazylua_interpreter* interpreter);
 
 /* ---- Values ---------------------------------------------------------- */

@@ -9,6 +9,7 @@
 
 #include "compiler/disk_cache.h"
 #include "compiler/native_executor.h"
+#include "interp/coroutines.h"
 #include "interp/embed_internal.h"
 #include "interp/lua_tensor.h"
 #include "interp/runtime.h"
@@ -103,7 +104,7 @@ CallScope::~CallScope() {
   lua_settop(interpreter_->L, top_);
   std::lock_guard lock(interpreter_->interrupt_mutex);
   if (--interpreter_->running_depth == 0 && interpreter_->interrupt_requested) {
-    lua_sethook(interpreter_->L, nullptr, 0, 0);
+    disarm_interrupt(interpreter_->L, interrupt_hook);
     interpreter_->interrupt_requested = false;
   }
 }
@@ -510,10 +511,10 @@ void lazylua_interrupt(lazylua_interpreter* interpreter) {
   if (interpreter->running_depth == 0 || !interpreter->L) return;
   interpreter->interrupt_requested = true;
   // lua.c's way (it does this from a signal handler): the hook is noticed
-  // at the running function's next instruction. The mutex keeps the state
-  // alive and the hook from being disarmed meanwhile.
-  lua_sethook(interpreter->L, lazylua::embed::interrupt_hook,
-              LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+  // at the running function's next instruction, in the main thread or in
+  // the coroutine that runs. The mutex keeps the state alive and the hook
+  // from being disarmed meanwhile.
+  arm_interrupt(interpreter->L, lazylua::embed::interrupt_hook);
 }
 
 lazylua_status lazylua_call(lazylua_interpreter* interpreter, const char* function,
