@@ -197,6 +197,17 @@ int open_body(lua_State* L, void* data) {
   return 0;
 }
 
+// The memory budget's last resort before it refuses a tensor buffer: a full
+// collection frees the tensors the scripts dropped and the collector has
+// not got to yet (it runs on the Lua thread that asked for the buffer).
+void reclaim_memory(void* user) {
+  auto* interpreter = static_cast<lazylua_interpreter*>(user);
+  Context* context = interpreter->L ? tensor_context(interpreter->L) : nullptr;
+  if (context && context->collect_garbage && context->collect_garbage_user) {
+    context->collect_garbage(context->collect_garbage_user, true);
+  }
+}
+
 // Puts a compile cache in `directory` behind the interpreter's context.
 void use_cache_directory(lua_State* L, const char* directory) {
   Context* context = tensor_context(L);
@@ -442,6 +453,9 @@ lazylua_status lazylua_open(const lazylua_options* options, lazylua_interpreter*
     if (status == LAZYLUA_OK && options->cache_directory) {
       use_cache_directory(L, options->cache_directory);
     }
+    if (status == LAZYLUA_OK && interpreter->budget) {
+      interpreter->budget->set_reclaimer(reclaim_memory, interpreter);
+    }
   } catch (const std::bad_alloc&) {
     status = LAZYLUA_ERROR_MEMORY;
   } catch (const std::exception&) {
@@ -468,6 +482,7 @@ void lazylua_close(lazylua_interpreter* interpreter) {
     }
     lua_State* L = interpreter->L;
     interpreter->L = nullptr;
+    if (interpreter->budget) interpreter->budget->set_reclaimer(nullptr, nullptr);
     if (StateData* data = state_data(L)) data->host = nullptr;
     lua_close(L);
   }

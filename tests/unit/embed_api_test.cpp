@@ -256,6 +256,45 @@ TEST_F(EmbedTest, MemoryLimitTurnsHugeAllocationsIntoMemoryErrors) {
             LAZYLUA_OK);
 }
 
+TEST_F(EmbedTest, MemoryLimitCountsOnlyLiveTensors) {
+  lazylua_options options;
+  lazylua_options_init(&options);
+  options.memory_limit = size_t{64} << 20;
+  for (const char* eager : {"false", "true"}) {
+    lazylua_interpreter* lua = open(&options);
+    ASSERT_EQ(
+        lazylua_run_string(lua, (std::string("tensor.set_eager(") + eager + ")").c_str(), nullptr),
+        LAZYLUA_OK);
+    // 12 GB made in 4 MB tensors, one alive at a time: well under 64 MB, if
+    // the collector frees the dead ones in time.
+    EXPECT_EQ(
+        lazylua_run_string(lua, "for i = 1, 3000 do local t = tensor.ones(1000000) end", "=loop"),
+        LAZYLUA_OK)
+        << eager << ": " << message(lua);
+    // 40 MB dropped (still uncollected), then 48 MB asked for: the budget
+    // collects before it refuses.
+    EXPECT_EQ(lazylua_run_string(lua,
+                                 "local keep = {}\n"
+                                 "for i = 1, 10 do keep[i] = tensor.ones(1000000) end\n"
+                                 "keep = nil\n"
+                                 "big = tensor.ones(12000000)\n"
+                                 "assert(big:sum():item() == 12000000)\n"
+                                 "big = nil",
+                                 "=drop"),
+              LAZYLUA_OK)
+        << eager << ": " << message(lua);
+    // What is really alive still counts.
+    EXPECT_EQ(lazylua_run_string(lua,
+                                 "local keep = {}\n"
+                                 "for i = 1, 20 do keep[i] = tensor.ones(1000000) end",
+                                 "=live"),
+              LAZYLUA_ERROR_MEMORY)
+        << eager;
+    EXPECT_NE(message(lua).find("memory limit"), std::string::npos) << message(lua);
+    EXPECT_EQ(number(lua, "tensor.ones(1000):sum():item()"), 1000.0);
+  }
+}
+
 TEST_F(EmbedTest, InterruptFromAnotherThreadStopsInfiniteLoops) {
   lazylua_interpreter* lua = open();
   for (const char* loop : {"while true do end",
