@@ -69,11 +69,14 @@ const char* lazylua_version(void);
 /* ---- Creating interpreters ------------------------------------------- */
 
 typedef struct lazylua_options {
-  /* Nonzero: no io, debug or package.loadlib; os keeps only clock, date,
-   * difftime and time; require finds only preloaded and built-in modules
-   * (no Lua or C files); load, loadstring and the API accept text chunks
-   * only (no bytecode); loadfile, dofile, tensor.save and tensor.load are
-   * gone. */
+  /* Nonzero: nothing the scripts can reach touches the file system. No
+   * io, debug, package.loadlib or package.searchpath; os keeps only clock,
+   * date, difftime and time; require finds only preloaded and built-in
+   * modules (no Lua or C files); load, loadstring and the API accept text
+   * chunks only (no bytecode); loadfile, dofile, tensor.save, tensor.load,
+   * data.read_idx, data.read_csv and plot.line_chart are gone (nil). The
+   * host hands data over as tensors (lazylua_tensor_from_buffer) and takes
+   * results back the same way. */
   int sandbox;
   /* Bytes the interpreter may hold, 0 for no limit. Counts the Lua heap and
    * every tensor buffer the interpreter allocates (copies of host buffers
@@ -123,9 +126,10 @@ lazylua_status lazylua_run_file(lazylua_interpreter* interpreter, const char* pa
  * usable. Does nothing if no call is running. Callable from any thread
  * (but not after or during lazylua_close of the interpreter). A
  * chunk busy inside one long C function (a big matrix product) stops when
- * that returns; code running inside a coroutine stops when it yields or
- * returns to the main coroutine. It uses Lua's hook: a hook the script set
- * itself (debug.sethook) is replaced. */
+ * that returns; code running inside a coroutine stops at its next
+ * instruction too. It uses Lua's hook: a hook the script set itself
+ * (debug.sethook) is replaced, on the main thread and on the coroutines
+ * that run until the call ends. */
 void lazylua_interrupt(lazylua_interpreter* interpreter);
 
 /* ---- Values ---------------------------------------------------------- */

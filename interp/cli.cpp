@@ -21,6 +21,7 @@
 #include <lua.hpp>
 
 #include "interp/config.h"
+#include "interp/coroutines.h"
 #include "interp/repl.h"
 #include "interp/runtime.h"
 
@@ -46,8 +47,9 @@ void on_interrupt_while_running(int signal_number) {
   // A second Ctrl-C kills the program, in case the hook never gets to run
   // (a chunk stuck inside a long C function).
   signal(signal_number, SIG_DFL);
-  lua_sethook(interruptible_state, raise_interrupted,
-              LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+  // The main thread's hook, and the running coroutine's (a busy loop in a
+  // coroutine never runs an instruction of the main thread).
+  arm_interrupt(interruptible_state, raise_interrupted);
 }
 
 // Message handler of every chunk: turns the error object into a message and
@@ -316,7 +318,7 @@ int call_with_traceback(lua_State* L, int nargs, int nresults) {
   sigaction(SIGINT, &before, nullptr);
   lua_remove(L, handler_index);
   // A Ctrl-C that came too late to stop this chunk must not stop the next.
-  if (lua_gethook(L) == raise_interrupted) lua_sethook(L, nullptr, 0, 0);
+  disarm_interrupt(L, raise_interrupted);
   return status;
 }
 

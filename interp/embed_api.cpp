@@ -9,6 +9,7 @@
 
 #include "compiler/disk_cache.h"
 #include "compiler/native_executor.h"
+#include "interp/coroutines.h"
 #include "interp/embed_internal.h"
 #include "interp/lua_tensor.h"
 #include "interp/runtime.h"
@@ -103,7 +104,7 @@ CallScope::~CallScope() {
   lua_settop(interpreter_->L, top_);
   std::lock_guard lock(interpreter_->interrupt_mutex);
   if (--interpreter_->running_depth == 0 && interpreter_->interrupt_requested) {
-    lua_sethook(interpreter_->L, nullptr, 0, 0);
+    disarm_interrupt(interpreter_->L, interrupt_hook);
     interpreter_->interrupt_requested = false;
   }
 }
@@ -144,8 +145,10 @@ namespace {
 
 // ---- Opening ----
 
-// What the sandbox removes. The standard file searchers are the ones
-// open_lazylua remembered right after luaL_openlibs (the first argument).
+// What the sandbox removes from Lua's own libraries (lazylua's leave out
+// their file functions by themselves, see kSandboxKey). The standard file
+// searchers are the ones open_lazylua remembered right after luaL_openlibs
+// (the first argument). package.searchpath opens files to test them.
 constexpr const char* kSandboxScript = R"lua(
 local file_searchers = ...
 io, debug, loadfile, dofile = nil, nil, nil, nil
@@ -155,7 +158,7 @@ local full_os = os
 os = {clock = full_os.clock, date = full_os.date, difftime = full_os.difftime,
       time = full_os.time}
 loaded.os = os
-package.loadlib, package.path, package.cpath = nil, "", ""
+package.loadlib, package.searchpath, package.path, package.cpath = nil, nil, "", ""
 local dropped = {}
 for _, searcher in ipairs(file_searchers) do dropped[searcher] = true end
 local kept = {}
@@ -177,6 +180,11 @@ struct OpenData {
 };
 
 int open_body(lua_State* L, void* data) {
+  if (static_cast<OpenData*>(data)->sandbox) {
+    // Before the libraries open: they ask for it (is_sandboxed).
+    lua_pushboolean(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, kSandboxKey);
+  }
   open_lazylua(L);
   if (static_cast<OpenData*>(data)->sandbox) {
     if (luaL_loadbufferx(L, kSandboxScript, std::strlen(kSandboxScript), "=sandbox", "t") !=
@@ -187,6 +195,17 @@ int open_body(lua_State* L, void* data) {
     lua_call(L, 1, 0);
   }
   return 0;
+}
+
+// The memory budget's last resort before it refuses a tensor buffer: a full
+// collection frees the tensors the scripts dropped and the collector has
+// not got to yet (it runs on the Lua thread that asked for the buffer).
+void reclaim_memory(void* user) {
+  auto* interpreter = static_cast<lazylua_interpreter*>(user);
+  Context* context = interpreter->L ? tensor_context(interpreter->L) : nullptr;
+  if (context && context->collect_garbage && context->collect_garbage_user) {
+    context->collect_garbage(context->collect_garbage_user, true);
+  }
 }
 
 // Puts a compile cache in `directory` behind the interpreter's context.
@@ -434,6 +453,9 @@ lazylua_status lazylua_open(const lazylua_options* options, lazylua_interpreter*
     if (status == LAZYLUA_OK && options->cache_directory) {
       use_cache_directory(L, options->cache_directory);
     }
+    if (status == LAZYLUA_OK && interpreter->budget) {
+      interpreter->budget->set_reclaimer(reclaim_memory, interpreter);
+    }
   } catch (const std::bad_alloc&) {
     status = LAZYLUA_ERROR_MEMORY;
   } catch (const std::exception&) {
@@ -460,6 +482,7 @@ void lazylua_close(lazylua_interpreter* interpreter) {
     }
     lua_State* L = interpreter->L;
     interpreter->L = nullptr;
+    if (interpreter->budget) interpreter->budget->set_reclaimer(nullptr, nullptr);
     if (StateData* data = state_data(L)) data->host = nullptr;
     lua_close(L);
   }
@@ -503,10 +526,10 @@ void lazylua_interrupt(lazylua_interpreter* interpreter) {
   if (interpreter->running_depth == 0 || !interpreter->L) return;
   interpreter->interrupt_requested = true;
   // lua.c's way (it does this from a signal handler): the hook is noticed
-  // at the running function's next instruction. The mutex keeps the state
-  // alive and the hook from being disarmed meanwhile.
-  lua_sethook(interpreter->L, lazylua::embed::interrupt_hook,
-              LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+  // at the running function's next instruction, in the main thread or in
+  // the coroutine that runs. The mutex keeps the state alive and the hook
+  // from being disarmed meanwhile.
+  arm_interrupt(interpreter->L, lazylua::embed::interrupt_hook);
 }
 
 lazylua_status lazylua_call(lazylua_interpreter* interpreter, const char* function,

@@ -17,9 +17,13 @@ int load_native_module(lua_State* L) {
   return open_stdlib_native(L);
 }
 
-// package.searchers entry: (name) -> loader, where | "message". Plain C
+// package.searchers entry: (name) -> loader, where | nothing. Plain C
 // style (no C++ object lives across a Lua error): a syntax error in an
 // embedded file is raised like Lua's own "error loading module" error.
+//
+// A name it does not know gets no message at all (require then drops this
+// searcher's line), so that "module 'x' not found" lists exactly what the
+// stock lua5.4 lists: scripts match that message.
 int search_embedded(lua_State* L) {
   const char* name = luaL_checkstring(L, 1);
   if (std::strcmp(name, kStdlibNativeModule) == 0) {
@@ -28,10 +32,7 @@ int search_embedded(lua_State* L) {
     return 2;
   }
   const EmbeddedModule* module = find_embedded_module(name);
-  if (!module) {
-    lua_pushfstring(L, "no embedded stdlib module '%s'", name);
-    return 1;
-  }
+  if (!module) return 0;
   if (luaL_loadbufferx(L, module->source, module->size, module->chunk_name, "t") != LUA_OK) {
     return luaL_error(L, "error loading module '%s' from embedded file '%s':\n\t%s", name,
                       module->chunk_name + 1, lua_tostring(L, -1));

@@ -27,6 +27,7 @@
 
 #include "interp/checkpoint.pb.h"
 #include "interp/lua_tensor_internal.h"
+#include "interp/runtime.h"
 #include "tensor/array.h"
 
 namespace lazylua::binding {
@@ -428,12 +429,15 @@ struct Decoder {
       corrupted(fmt::format("a tensor of {} dimensions", message.shape_size()));
     }
     Shape shape;
-    int64_t count = 1;
     for (const int64_t extent : message.shape()) {
       if (extent < 0 || extent > kMaxElements) corrupted(fmt::format("extent {}", extent));
       shape.push_back(extent);
-      count *= extent;  // each factor <= 2^40 and the product checked below
-      if (count > kMaxElements) corrupted("a tensor too large");
+    }
+    int64_t count = 0;
+    try {
+      count = checked_numel(shape, "tensor.load");
+    } catch (const Error&) {
+      corrupted(fmt::format("a tensor of shape {}, too large", shape_string(shape)));
     }
     const size_t expected = static_cast<size_t>(count) * dtype_size(*dtype);
     if (message.data().size() != expected) {
@@ -490,6 +494,8 @@ int load(lua_State* L) {
 }  // namespace
 
 void register_checkpoint_functions(lua_State* L) {
+  // A sandboxed interpreter touches no file: it gets neither.
+  if (is_sandboxed(L)) return;
   const luaL_Reg functions[] = {
       {"save", guarded<save>},
       {"load", guarded<load>},

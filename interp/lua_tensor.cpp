@@ -4,6 +4,7 @@
 
 #include "compiler/native_executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -25,12 +26,17 @@ struct TensorBox {
 // Registry key of the metatable (the address is the key: no string lookup).
 const char kMetatableKey = 0;
 
-// Lua's collector does not see the memory tensor buffers hold, so it would
-// let dead tensors pile up. After this many bytes of new results since the
-// last collection we ask for one ourselves (Torch7 did the same).
-constexpr int64_t kCollectEveryBytes = int64_t{256} << 20;
-// Per OS thread: interpreters on different threads must not share it.
-thread_local int64_t bytes_since_collection = 0;
+// Lua's collector sees a tensor as a userdata of a few bytes, not the
+// megabytes of its buffer, so on its own it would let dead tensors pile up
+// (a loop of tensor.ones(1e6) reached gigabytes). Tensor memory counts
+// towards its major collections the way Lua's own heap does (a full
+// collection once the heap has doubled since the last one): when the tensor
+// bytes in use have grown, since right after the last full collection, by
+// as much as were in use then (or by this floor), we run one. Growth, not
+// allocation: buffers a sync or an op allocates and frees again (the
+// allocator reuses them) are no garbage. Young collections stay Lua's and
+// the barrier's business (see Context::run).
+constexpr int64_t kMinTensorGrowthBetweenFullCollections = int64_t{32} << 20;
 
 TensorBox* to_box(lua_State* L, int index) {
   void* data = lua_touserdata(L, index);
@@ -220,8 +226,21 @@ void collect_lua_garbage(void* user, bool full) {
   if (full || heap_kb > 2 * context->host_heap_after_full_kb) {
     lua_gc(L, LUA_GCCOLLECT);
     context->host_heap_after_full_kb = lua_gc(L, LUA_GCCOUNT);
+    // Buffers freed by the collection went back to the allocator already.
+    const int64_t live = allocator_bytes_in_use();
+    context->tensor_bytes_full_collection_at =
+        live + std::max(kMinTensorGrowthBetweenFullCollections, live);
   } else {
     lua_gc(L, LUA_GCSTEP, 0);  // in generational mode: a young collection
+  }
+}
+
+// At a safe point (a new tensor userdata was just made): runs the full
+// collection that the tensor memory in use makes due.
+void account_tensor_memory(lua_State* L) {
+  Context* context = tensor_context(L);
+  if (context && allocator_bytes_in_use() > context->tensor_bytes_full_collection_at) {
+    collect_lua_garbage(L, true);
   }
 }
 
@@ -272,6 +291,8 @@ void create_context(lua_State* L) {
   context->location_user = L;
   context->collect_garbage = collect_lua_garbage;
   context->collect_garbage_user = L;
+  context->tensor_bytes_full_collection_at =
+      allocator_bytes_in_use() + kMinTensorGrowthBetweenFullCollections;
   // The compiler runs the graphs (DESIGN.md §2: interp installs it).
   context->executor = compiler::make_native_executor(compiler::compile_mode_from_environment(),
                                                      context->debug_level);
@@ -286,22 +307,12 @@ const Tensor* to_tensor(lua_State* L, int index) {
 }
 
 void push_tensor(lua_State* L, Tensor tensor) {
-  // Data views share their base's buffer; only a fresh buffer, or a pending
-  // value's future one, counts as new memory.
-  int64_t bytes = numel(tensor->shape) * dtype_size(tensor->dtype);
-  if (tensor->is_lazy_view() || (tensor->data.defined() && tensor->data.buffer->use_count() > 1)) {
-    bytes = 0;
-  }
   // The box is valid (empty) before anything else can fail.
   auto* box = new (lua_newuserdatauv(L, sizeof(TensorBox), 0)) TensorBox{};
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kMetatableKey);
   lua_setmetatable(L, -2);
   box->tensor = std::move(tensor);
-  bytes_since_collection += bytes;
-  if (bytes_since_collection > kCollectEveryBytes) {
-    bytes_since_collection = 0;
-    lua_gc(L, LUA_GCCOLLECT);
-  }
+  account_tensor_memory(L);
 }
 
 void push_tensor(lua_State* L, Array data) {

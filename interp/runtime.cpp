@@ -3,6 +3,7 @@
 
 #include <lua.hpp>
 
+#include "interp/coroutines.h"
 #include "interp/lua_tensor.h"
 #include "interp/state_data.h"
 
@@ -33,6 +34,7 @@ void open_lazylua(lua_State* L) {
   if (!install_state_data(lua_tothread(L, -1))) luaL_error(L, "not enough memory");
   lua_pop(L, 1);
   luaL_openlibs(L);
+  install_coroutine_tracking(L);  // interrupts must reach busy coroutines
   // package.searchers is {preload, Lua files, C libraries, C roots} now.
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "searchers");
@@ -49,6 +51,13 @@ void open_lazylua(lua_State* L) {
   lua_pushcfunction(L, load_own_tensor_module);
   lua_setfield(L, -2, "lazylua");
   lua_pop(L, 1);
+}
+
+bool is_sandboxed(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, kSandboxKey);
+  const bool sandboxed = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return sandboxed;
 }
 
 void push_tensor_methods(lua_State* L) {

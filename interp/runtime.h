@@ -19,6 +19,14 @@ void open_lazylua(lua_State* L);
 // (Lua files, C libraries) as a list, so a sandbox can take them out.
 constexpr const char* kFileSearchersKey = "lazylua.file_searchers";
 
+// Registry field that is true in a sandboxed interpreter (lazylua_options
+// .sandbox). Set before any library opens, so that the tensor module and the
+// stdlib leave out every function that touches the file system instead of
+// relying on a later clean-up to find them all.
+constexpr const char* kSandboxKey = "lazylua.sandbox";
+// Whether L belongs to a sandboxed interpreter.
+bool is_sandboxed(lua_State* L);
+
 // Tab completion needs the names of tensor methods: returns the method table
 // of the Tensor metatable pushed onto the stack (or nil).
 void push_tensor_methods(lua_State* L);

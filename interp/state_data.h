@@ -10,6 +10,8 @@
 
 #include <lua.hpp>
 
+#include <atomic>
+
 #include "tensor/memory_budget.h"
 
 namespace lazylua {
@@ -25,6 +27,12 @@ struct StateData {
   Ref<MemoryBudget> budget;
   // The embedding API's interpreter handle (lazylua_interpreter*), if any.
   void* host = nullptr;
+  // Interrupts (interp/coroutines.h). Atomics: a signal handler or another
+  // OS thread sets them while the state runs.
+  std::atomic<lua_State*> running_coroutine{nullptr};  // null: the main thread
+  std::atomic<lua_Hook> pending_interrupt{nullptr};    // until the call ends
+  std::atomic<lua_Hook> last_interrupt{nullptr};       // to recognize stale hooks
+  std::atomic<int> arming{0};                          // interrupters at work
 };
 
 // Wraps L's allocator (once; later calls return the same data). L must be a

@@ -22,7 +22,9 @@
 
 #include "interp/file_bytes.h"
 #include "interp/lua_tensor_internal.h"
+#include "interp/runtime.h"
 #include "tensor/array.h"
+#include "tensor/checked.h"
 #include "tensor/thread_pool.h"
 
 namespace lazylua {
@@ -356,19 +358,26 @@ int take_rows(lua_State* L) {
   const char* function = "take_rows";
   const Array source = observe(check_tensor(L, 1, function), SyncCause::host_read);
   if (source.rank() == 0) fail("DataLoader: a 0-d tensor has no rows");
-  const int64_t first = check_integer(L, 3, function) - 1;
+  // 1-based first position; checked before anything is added to it or
+  // allocated for `count`.
+  const int64_t first_position = check_integer(L, 3, function);
   const int64_t count = check_integer(L, 4, function);
+  const int64_t first = first_position >= 1 ? first_position - 1 : -1;  // -1: out of range
   const int64_t rows = source.shape[0];
-  std::vector<int64_t> picks(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  std::vector<int64_t> picks;
   if (lua_isnoneornil(L, 2)) {
-    if (first < 0 || count < 0 || first + count > rows) fail("{}: rows out of range", function);
+    if (!range_fits(first, count, rows)) {
+      fail("{}: rows out of range", function);
+    }
+    picks.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; i++) picks[i] = first + i;
   } else {
     const Array index = ops::cast(
         contiguous(observe(check_tensor(L, 2, function), SyncCause::host_read)), DType::i64);
-    if (first < 0 || count < 0 || first + count > index.numel()) {
+    if (!range_fits(first, count, index.numel())) {
       fail("{}: index positions out of range", function);
     }
+    picks.resize(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; i++) {
       const int64_t row = index.data<int64_t>()[first + i] - 1;
       if (row < 0 || row >= rows) fail("DataLoader: row {} out of range 1..{}", row + 1, rows);
@@ -427,16 +436,25 @@ int monotonic_seconds(lua_State* L) {
 
 int open_stdlib_native(lua_State* L) {
   const luaL_Reg functions[] = {
-      {"read_idx", guarded<read_idx>},
-      {"read_csv", guarded<read_csv>},
       {"take_rows", guarded<take_rows>},
-      {"write_gzip", guarded<write_gzip>},
       {"isatty", guarded<is_terminal>},
       {"terminal_width", guarded<terminal_width>},
       {"monotonic_seconds", guarded<monotonic_seconds>},
       {nullptr, nullptr},
   };
+  // The ones that open files by name: a sandbox has none of them (data.lua
+  // then leaves out its readers too).
+  const luaL_Reg file_functions[] = {
+      {"read_idx", guarded<read_idx>},
+      {"read_csv", guarded<read_csv>},
+      {"write_gzip", guarded<write_gzip>},
+      {nullptr, nullptr},
+  };
+  const bool sandboxed = is_sandboxed(L);
   luaL_newlib(L, functions);
+  if (!sandboxed) luaL_setfuncs(L, file_functions, 0);
+  lua_pushboolean(L, sandboxed);
+  lua_setfield(L, -2, "sandbox");
   return 1;
 }
 

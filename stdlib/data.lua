@@ -36,25 +36,32 @@ local function call_native(reader, ...)
   return reader(...)
 end
 
--- The tensor in an IDX file (MNIST's format), gzip-compressed or not.
--- Integer element types give i64 and float types f32/f64, unless
--- opts.dtype asks for another dtype (converted while reading: {dtype =
--- "f32"} loads 8-bit images straight into floats).
-function data.read_idx(path, opts)
-  opts = check_options(opts, "data.read_idx", {dtype = true})
-  local result = call_native(native.read_idx, path, opts.dtype)  -- not a tail call: level 3
-  return result
+-- The file readers exist only where the native module has them: an
+-- embedding sandbox reads no files, so there data.read_idx and
+-- data.read_csv are nil (a host hands its data over as tensors instead).
+if native.read_idx then
+  -- The tensor in an IDX file (MNIST's format), gzip-compressed or not.
+  -- Integer element types give i64 and float types f32/f64, unless
+  -- opts.dtype asks for another dtype (converted while reading: {dtype =
+  -- "f32"} loads 8-bit images straight into floats).
+  function data.read_idx(path, opts)
+    opts = check_options(opts, "data.read_idx", {dtype = true})
+    local result = call_native(native.read_idx, path, opts.dtype)  -- not a tail call: level 3
+    return result
+  end
 end
 
--- A CSV file of numbers as a 2-D tensor (rows x columns), plus the column
--- names when opts.header is true. opts: header (false), delimiter (","),
--- dtype ("f32"). Blank lines are skipped; a value that is not a number or a
--- row of another width is an error naming the line and column.
-function data.read_csv(path, opts)
-  opts = check_options(opts, "data.read_csv", {header = true, delimiter = true, dtype = true})
-  local values, names = call_native(native.read_csv, path, opts.delimiter or ",",
-                                    opts.header or false, opts.dtype)
-  return values, names
+if native.read_csv then
+  -- A CSV file of numbers as a 2-D tensor (rows x columns), plus the column
+  -- names when opts.header is true. opts: header (false), delimiter (","),
+  -- dtype ("f32"). Blank lines are skipped; a value that is not a number or
+  -- a row of another width is an error naming the line and column.
+  function data.read_csv(path, opts)
+    opts = check_options(opts, "data.read_csv", {header = true, delimiter = true, dtype = true})
+    local values, names = call_native(native.read_csv, path, opts.delimiter or ",",
+                                      opts.header or false, opts.dtype)
+    return values, names
+  end
 end
 
 -- splitmix64: a small generator with its own state, so that a loader's

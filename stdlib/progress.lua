@@ -22,8 +22,13 @@ Bar.__index = Bar
 -- Seconds on a monotonic clock (for timing loops: differences only).
 progress.now = native.monotonic_seconds
 
+-- os.getenv, or nil where there is none (an embedding sandbox).
+local function getenv(name)
+  return os and os.getenv and os.getenv(name)
+end
+
 function progress.enabled_by_environment()
-  local setting = os.getenv("LAZYLUA_PROGRESS")
+  local setting = getenv("LAZYLUA_PROGRESS")
   return not (setting == "0" or setting == "false" or setting == "off")
 end
 
@@ -64,15 +69,18 @@ function progress.new(total, opts)
   self.total = total
   self.count = 0
   self.description = opts.description or ""
-  self.stream = opts.stream or io.stdout
+  -- An embedding sandbox has no io: without a stream the bar stays silent.
+  local stdout = io and io.stdout
+  self.stream = opts.stream or stdout
   self.clock = opts.clock or native.monotonic_seconds
-  self.enabled = opts.enabled ~= false and progress.enabled_by_environment()
+  self.enabled = opts.enabled ~= false and self.stream ~= nil and
+                 progress.enabled_by_environment()
   if opts.terminal ~= nil then
     self.terminal = opts.terminal
   else
-    self.terminal = self.stream == io.stdout and native.isatty(1)
+    self.terminal = stdout ~= nil and self.stream == stdout and native.isatty(1)
   end
-  self.width = opts.width or native.terminal_width() or tonumber(os.getenv("COLUMNS")) or 80
+  self.width = opts.width or native.terminal_width() or tonumber(getenv("COLUMNS")) or 80
   self.refresh = opts.refresh or 0.1
   self.every = opts.every or 0.1
   self.postfix = {}

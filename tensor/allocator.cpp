@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -53,6 +54,7 @@ class CachingAllocator {
         stats_.cache_hits++;
         stats_.bytes_cached -= size;
         stats_.bytes_in_use += size;
+        in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
         return block;
       }
     }
@@ -65,6 +67,7 @@ class CachingAllocator {
     if (!block) fail("out of memory: cannot allocate {:.1f} MiB", nbytes / 1048576.0);
     std::lock_guard lock(mutex_);
     stats_.bytes_in_use += size;
+    in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
     return block;
   }
 
@@ -74,6 +77,7 @@ class CachingAllocator {
     {
       std::lock_guard lock(mutex_);
       stats_.bytes_in_use -= size;
+      in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
       // Keep at most a quarter of the machine's memory in the cache.
       if (stats_.bytes_cached + size <= cache_limit_) {
         free_blocks_[size].push_back(block);
@@ -101,6 +105,8 @@ class CachingAllocator {
     return stats_;
   }
 
+  int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+
  private:
   void* allocate_fresh(size_t size) {
     // A request beyond the machine's memory would only end in the kernel's
@@ -126,6 +132,7 @@ class CachingAllocator {
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_blocks_;
   AllocatorStats stats_;
+  std::atomic<int64_t> in_use_{0};  // stats_.bytes_in_use, readable without the lock
   const size_t physical_memory_ = physical_memory_bytes();
   const size_t cache_limit_ = physical_memory_ / 4;
 };
@@ -146,6 +153,9 @@ void free_buffer(void* data, size_t nbytes) {
 }
 AllocatorStats allocator_stats() {
   return allocator().stats();
+}
+int64_t allocator_bytes_in_use() {
+  return allocator().bytes_in_use();
 }
 void release_cached_buffers() {
   allocator().release_cached();

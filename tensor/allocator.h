@@ -27,4 +27,10 @@ AllocatorStats allocator_stats();
 // Returns all cached blocks to the system.
 void release_cached_buffers();
 
+// AllocatorStats::bytes_in_use without taking the allocator's lock: cheap
+// enough to read after every op. Lua's collector sees a tensor as a small
+// userdata, not its buffer; the binding (interp/lua_tensor.cpp) watches
+// this to collect when dead tensors pile up.
+int64_t allocator_bytes_in_use();
+
 }  // namespace lazylua

@@ -12,7 +12,9 @@ namespace lazylua {
 Buffer::Buffer(size_t nbytes) : data_(nullptr), nbytes_(nbytes) {
   MemoryBudget* budget = current_memory_budget();
   if (budget) {
-    if (!budget->try_charge(static_cast<int64_t>(nbytes))) {
+    // Dead tensors the Lua collector has not freed yet may be what stands
+    // in the way: try_charge_or_reclaim collects them first.
+    if (!budget->try_charge_or_reclaim(static_cast<int64_t>(nbytes))) {
       fail(
           "not enough memory: a tensor of {} bytes exceeds the interpreter's memory limit of {} "
           "bytes",

@@ -132,8 +132,12 @@ class Context : public RefCounted {
   // Runs the host's garbage collector (a quick young collection, or a full
   // one), so that tensors nobody can reach are not outputs of a barrier.
   void (*collect_garbage)(void* user, bool full) = nullptr;
-  int host_heap_after_full_kb = 0;  // for the host's collector policy
   void* collect_garbage_user = nullptr;
+  // For the host's collector policy: the Lua heap after the last full
+  // collection, and the tensor bytes in use (allocator_bytes_in_use) that
+  // make the next one due (interp/lua_tensor.cpp).
+  int host_heap_after_full_kb = 0;
+  int64_t tensor_bytes_full_collection_at = 0;
 
   // Interned chunk names for SourceLocation.
   const char* intern(const std::string& chunk);

@@ -134,18 +134,27 @@ Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype)
   if (!std::isfinite(start.value) || !std::isfinite(stop.value) || !std::isfinite(step.value)) {
     fail("arange: start, stop and step must be finite");
   }
-  int64_t count;
+  int64_t count = 0;
   if (all_integers) {
-    const int64_t span = stop.integer - start.integer;
-    count = (span + step.integer + (step.integer > 0 ? -1 : 1)) / step.integer;
+    // In 128 bits: stop - start overflows int64 for a range like
+    // mininteger..maxinteger, which must be "too many", not wrap around.
+    const __int128 span = static_cast<__int128>(stop.integer) - start.integer;
+    const __int128 step_size = step.integer;
+    const __int128 steps = (span + step_size + (step_size > 0 ? -1 : 1)) / step_size;
+    if (steps > kMaxElements) {
+      fail("arange: {} elements is too many (the limit is 2^40)", static_cast<double>(steps));
+    }
+    count = steps > 0 ? static_cast<int64_t>(steps) : 0;
   } else {
     const double steps = std::ceil((stop.value - start.value) / step.value);
     if (steps > static_cast<double>(kMaxElements)) {
       fail("arange: {} elements is too many (the limit is 2^40)", steps);
     }
-    count = static_cast<int64_t>(steps);
+    // A negative count (stop behind start) is an empty range; converting a
+    // huge negative double to int64 would be undefined.
+    count = steps > 0 ? static_cast<int64_t>(steps) : 0;
   }
-  Array out = Array::empty(Shape{std::max<int64_t>(count, 0)}, type, "arange");
+  Array out = Array::empty(Shape{count}, type, "arange");
   if (!in_meta_scope()) arange_kernel(out, start.value, step.value);
   return out;
 }

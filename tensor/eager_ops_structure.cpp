@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "checked.h"
 #include "eager_ops.h"
 #include "kernels/index.h"
 #include "kernels/matmul.h"
@@ -57,8 +58,8 @@ Shape infer_shape(const Shape& shape, int64_t count, const char* op) {
       inferred = i;
     } else if (shape[i] < 0) {
       fail("{}: invalid size {} in {}", op, shape[i], shape_string(shape));
-    } else {
-      known *= shape[i];
+    } else if (mul_overflows(known, shape[i], &known) || known > kMaxElements) {
+      fail("{}: shape {} has too many elements (the limit is 2^40)", op, shape_string(shape));
     }
   }
   if (inferred >= 0) {
@@ -172,13 +173,18 @@ Array matmul_into(const Array& a, const Array& b, const Array& into) {
   left_batch.resize(left.rank() - 2);
   right_batch.resize(right.rank() - 2);
   const Shape batch_shape = broadcast_shapes(left_batch, right_batch, "matmul");
-  const int64_t batch = numel(batch_shape);
+  const int64_t batch = checked_numel(batch_shape, "matmul");
 
   Shape left_full = batch_shape, right_full = batch_shape;
   left_full.push_back(rows);
   left_full.push_back(inner);
   right_full.push_back(inner);
   right_full.push_back(cols);
+  // Broadcast batch dims may make the operands' views (and the result) far
+  // bigger than either input: check them before anything multiplies them.
+  checked_numel(left_full, "matmul");
+  checked_numel(right_full, "matmul");
+  const int64_t out_count = checked_numel(Shape{batch, rows, cols}, "matmul");
   const DType type = promote(a.dtype, b.dtype);
   const Array left3 = as_batched_matrices(cast(left, type).expanded(left_full), batch);
   const Array right3 = as_batched_matrices(cast(right, type).expanded(right_full), batch);
@@ -186,8 +192,8 @@ Array matmul_into(const Array& a, const Array& b, const Array& into) {
   Shape out_shape = batch_shape;
   if (a.rank() > 1) out_shape.push_back(rows);
   if (b.rank() > 1) out_shape.push_back(cols);
-  const bool fits = into.defined() && into.is_contiguous() && into.dtype == type &&
-                    into.numel() == batch * rows * cols;
+  const bool fits =
+      into.defined() && into.is_contiguous() && into.dtype == type && into.numel() == out_count;
   Array out = fits ? into.view_as(Shape{batch, rows, cols},
                                   contiguous_strides(Shape{batch, rows, cols}), into.offset)
                    : Array::empty(Shape{batch, rows, cols}, type, "matmul");
@@ -243,7 +249,8 @@ Array permute(const Array& a, const std::vector<int>& order) {
 Array narrow(const Array& a, int dim, int64_t start, int64_t length) {
   check_dim(dim, a.rank(), "narrow");
   if (length < 0) fail("narrow: length must be non-negative, got {}", length);
-  if (start < 0 || start + length > a.shape[dim]) {
+  // Not `start + length > size`: that sum overflows for a huge length.
+  if (!range_fits(start, length, a.shape[dim])) {
     fail("narrow: start {} and length {} exceed the size {} of dimension {}", start + 1, length,
          a.shape[dim], dim + 1);
   }
@@ -274,7 +281,8 @@ Array unsqueeze(const Array& a, int dim) {
   if (dim < 0 || dim > a.rank()) fail("unsqueeze: dimension {} out of range", dim + 1);
   Shape shape = a.shape;
   Strides strides = a.strides;
-  const int64_t stride = dim < a.rank() ? a.shape[dim] * a.strides[dim] : 1;
+  const int64_t stride =
+      dim < a.rank() ? checked_mul(a.shape[dim], a.strides[dim], "unsqueeze") : 1;
   shape.insert(dim, 1);
   strides.insert(dim, stride);
   return a.view_as(shape, strides, a.offset);
@@ -310,7 +318,7 @@ Array flatten(const Array& a, int start_dim, int end_dim) {
   Shape shape;
   for (int i = 0; i < start_dim; i++) shape.push_back(a.shape[i]);
   int64_t merged = 1;
-  for (int i = start_dim; i <= end_dim; i++) merged *= a.shape[i];
+  for (int i = start_dim; i <= end_dim; i++) merged = checked_mul(merged, a.shape[i], "flatten");
   shape.push_back(merged);
   for (int i = end_dim + 1; i < a.rank(); i++) shape.push_back(a.shape[i]);
   return reshape(a, shape);
@@ -335,7 +343,7 @@ Array cat(const std::vector<Array>& inputs, int dim) {
       fail("cat: tensor {} has shape {}, which does not match {} outside dimension {}", i + 1,
            shape_string(input.shape), shape_string(first.shape), dim + 1);
     }
-    shape[dim] += input.shape[dim];
+    shape[dim] = checked_add(shape[dim], input.shape[dim], "cat");
     type = promote(type, input.dtype);
   }
   std::vector<Array> converted;

@@ -18,8 +18,19 @@ class MemoryBudget : public RefCounted {
  public:
   explicit MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes) {}
 
-  // Adds `bytes` if that stays within the limit; false otherwise.
-  bool try_charge(int64_t bytes);
+  // Adds `bytes` if that stays within the limit; false otherwise (counted
+  // as a refusal unless count_refusal is false).
+  bool try_charge(int64_t bytes, bool count_refusal = true);
+  // Like try_charge, but before refusing it lets the reclaimer free what it
+  // can (tensors the host's garbage collector has not got to yet) and tries
+  // again. For tensor buffers, on the thread that runs the interpreter.
+  bool try_charge_or_reclaim(int64_t bytes);
+  // Installs (or, with null, removes) the reclaimer: a full collection of
+  // the interpreter's Lua state. Set once, before any charge.
+  void set_reclaimer(void (*reclaim)(void* user), void* user) {
+    reclaim_ = reclaim;
+    reclaim_user_ = user;
+  }
   void give_back(int64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
   // Counts bytes that already exist (a Lua heap made before the budget).
   void charge_unchecked(int64_t bytes) { used_.fetch_add(bytes, std::memory_order_relaxed); }
@@ -34,6 +45,8 @@ class MemoryBudget : public RefCounted {
   const int64_t limit_;
   std::atomic<int64_t> used_{0};
   std::atomic<int64_t> refusals_{0};
+  void (*reclaim_)(void* user) = nullptr;
+  void* reclaim_user_ = nullptr;
 };
 
 // The budget new buffers on this thread are charged to (null: none).

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "autograd_internal.h"
+#include "checked.h"
 #include "scan_internal.h"
 
 namespace lazylua {
@@ -190,8 +191,10 @@ std::vector<Tensor> record_scan(Context* context, Ref<ScanBody> body, int64_t le
     body->output_dtypes.push_back(out->dtype);
     body->output_shapes.push_back(shape);
     body->output_offsets.push_back(offset);
-    const int64_t bytes = numel(shape) * dtype_size(out->dtype);
-    offset += (bytes + kOutputAlignment - 1) / kOutputAlignment * kOutputAlignment;
+    // The length comes from the script: the stacked ys may be absurdly big.
+    const int64_t bytes = checked_numel(shape, "scan") * dtype_size(out->dtype);
+    offset = checked_add(
+        offset, (bytes + kOutputAlignment - 1) / kOutputAlignment * kOutputAlignment, "scan");
   }
   body->total_bytes = std::max<int64_t>(offset, 1);
   const SourceLocation location = context->current_location();
@@ -309,7 +312,16 @@ std::vector<Tensor> eager_scan(Context* context, const ScanFunction& fn,
     }
     context->scan_depth--;
     check_carries(init, out.first);
-    if (i == 0) ys.resize(out.second.size());
+    if (i == 0) {
+      ys.resize(out.second.size());
+      // As in lazy mode (record_scan): stacked ys of an absurd length are
+      // an error now, not after `length` iterations.
+      for (const Tensor& y : out.second) {
+        Shape stacked = y->shape;
+        stacked.insert(0, length);
+        checked_numel(stacked, "scan");
+      }
+    }
     if (out.second.size() != ys.size()) fail("scan: the body returned a different number of ys");
     for (size_t k = 0; k < ys.size(); k++) ys[k].push_back(out.second[k]);
     carries = std::move(out.first);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "checked.h"
+
 namespace lazylua {
 
 Dims::Dims(std::initializer_list<int64_t> values) {
@@ -47,32 +49,43 @@ bool operator==(const Dims& a, const Dims& b) {
 
 int64_t numel(const Shape& shape) {
   int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
+  for (int64_t extent : shape) {
+    if (mul_overflows(count, extent, &count)) {
+      // checked_numel admits every shape a tensor can have, so only an empty
+      // one with huge other extents gets here, e.g. [2^40, 2^40, 0].
+      for (int64_t other : shape) {
+        if (other == 0) return 0;
+      }
+      fail("shape {} has too many elements", shape_string(shape));
+    }
+  }
   return count;
 }
 
 int64_t checked_numel(const Shape& shape, const char* op) {
-  int64_t count = 1;
   for (int64_t extent : shape) {
     if (extent < 0) fail("{}: negative size {} in shape {}", op, extent, shape_string(shape));
   }
+  // The nonzero extents are bounded even when another one is 0: strides,
+  // offsets and loop plans multiply them, empty or not.
+  int64_t nonzero = 1;
+  bool empty = false;
   for (int64_t extent : shape) {
-    if (extent == 0) return 0;
-  }
-  for (int64_t extent : shape) {
-    // Dividing first keeps the check itself from overflowing.
-    if (extent > kMaxElements / count) {
+    if (extent == 0) {
+      empty = true;
+      continue;
+    }
+    if (mul_overflows(nonzero, extent, &nonzero) || nonzero > kMaxElements) {
       fail("{}: shape {} has too many elements (the limit is 2^40)", op, shape_string(shape));
     }
-    count *= extent;
   }
-  return count;
+  return empty ? 0 : nonzero;
 }
 
 Strides contiguous_strides(const Shape& shape) {
   Strides strides = Strides::filled(shape.rank(), 1);
   for (int i = shape.rank() - 2; i >= 0; i--) {
-    strides[i] = strides[i + 1] * std::max<int64_t>(shape[i + 1], 1);
+    strides[i] = checked_mul(strides[i + 1], std::max<int64_t>(shape[i + 1], 1), "strides");
   }
   return strides;
 }

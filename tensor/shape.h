@@ -50,11 +50,14 @@ class Dims {
 using Shape = Dims;
 using Strides = Dims;
 
-// Product of the extents; 1 for a scalar (rank 0).
+// Product of the extents; 1 for a scalar (rank 0). Throws Error if it does
+// not fit in int64_t (no shape that passed checked_numel does that).
 int64_t numel(const Shape& shape);
 
-// Checks every extent is >= 0 and the product is at most kMaxElements;
-// names `op` in the error. Returns the element count.
+// Checks every extent is >= 0 and the product of the nonzero ones is at
+// most kMaxElements (so that strides and offsets computed from the shape
+// cannot overflow even for an empty tensor); names `op` in the error.
+// Returns the element count. Every Array's shape passes it.
 int64_t checked_numel(const Shape& shape, const char* op);
 
 // Row-major strides (in elements) of a contiguous tensor of this shape.

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "../array.h"
+#include "../checked.h"
 #include "../thread_pool.h"
 
 namespace lazylua::elementwise {
@@ -91,7 +92,9 @@ bool make_plan(LoopPlan<N>& plan, const Array* const (&arrays)[N]) {
     const int64_t extent = shape[d];
     if (extent == 1) continue;
     if (extent == 0) return false;
-    numel *= extent;
+    // Arrays are validated when made (checked_numel), so this cannot fail
+    // unless a view was made wrong; then an Error beats a wild pointer.
+    numel = checked_mul(numel, extent, "elementwise");
     plan.extent[kept] = extent;
     for (int k = 0; k < N; ++k) {
       const Array& array = *arrays[k];
@@ -99,7 +102,7 @@ bool make_plan(LoopPlan<N>& plan, const Array* const (&arrays)[N]) {
       int64_t stride = 0;
       if (dim >= 0 && array.shape[dim] != 1) {
         LAZYLUA_ASSERT(array.shape[dim] == extent);
-        stride = array.strides[dim] * element_bytes[k];
+        stride = checked_mul(array.strides[dim], element_bytes[k], "elementwise");
       }
       plan.stride[kept][k] = stride;
     }

@@ -48,6 +48,18 @@ same_as_lua_interrupted "SIGINT in the main chunk" -- -e 'io.stderr:write("ready
 same_as_lua_interrupted "SIGINT in a function" -- -e 'local function spin() while true do end end io.stderr:write("ready\n") spin()'
 same_as_lua_interrupted "SIGINT inside pcall is caught" -- -e 'io.stderr:write("ready\n") print(pcall(function() while true do end end)) print("after")'
 
+# ... also inside coroutines (lua5.4 cannot: the hook is the main thread's),
+# however they nest and whether a pcall catches the first "interrupted!".
+lazylua_interrupted "SIGINT in a wrapped coroutine" "" -- -e 'io.stderr:write("ready\n") coroutine.wrap(function() while true do end end)()'
+lazylua_interrupted "SIGINT in a resumed coroutine" "" -- -e 'io.stderr:write("ready\n") print(coroutine.resume(coroutine.create(function() while true do end end))) while true do end'
+lazylua_interrupted "SIGINT in nested coroutines" "" -- -e 'io.stderr:write("ready\n") coroutine.wrap(function() coroutine.wrap(function() while true do end end)() end)()'
+lazylua_interrupted "SIGINT in an inner coroutine its resumer catches" "" -- -e 'io.stderr:write("ready\n") coroutine.wrap(function() while true do coroutine.resume(coroutine.create(function() while true do end end)) end end)()'
+lazylua_interrupted "SIGINT caught by pcall in a coroutine" "false" -- -e 'io.stderr:write("ready\n") coroutine.wrap(function() print((pcall(function() while true do end end))) end)() print("not reached")'
+
+# The coroutine library lazylua replaces (for those interrupts) behaves as
+# lua5.4's: results, messages, to-be-closed variables, stack limits.
+same_as_lua "coroutine.resume and coroutine.wrap" -- fixtures/coroutines.lua
+
 # The collector runs in generational mode, as in lua5.4.
 same_as_lua "generational collector" -- -e 'print(collectgarbage("incremental"))'
 

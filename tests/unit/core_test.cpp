@@ -9,6 +9,7 @@
 
 #include "tensor/allocator.h"
 #include "tensor/array.h"
+#include "tensor/checked.h"
 #include "tensor/thread_pool.h"
 
 namespace lazylua {
@@ -27,13 +28,45 @@ TEST(Shape, CheckedNumelRejectsNegativeAndAbsurdSizes) {
   EXPECT_THROW(checked_numel(Shape{2, -1}, "zeros"), Error);
   EXPECT_THROW(checked_numel(Shape{1000000, 1000000, 1000}, "zeros"), Error);
   EXPECT_THROW(checked_numel(Shape{int64_t{1} << 62, 4}, "zeros"), Error);
-  EXPECT_EQ(checked_numel(Shape{int64_t{1} << 62, 0}, "zeros"), 0);
+  // An empty shape still bounds its other extents: strides and offsets
+  // are computed from them.
+  EXPECT_THROW(checked_numel(Shape{int64_t{1} << 62, 0}, "zeros"), Error);
+  EXPECT_THROW(checked_numel(Shape{int64_t{1} << 40, 0, int64_t{1} << 40}, "zeros"), Error);
+  EXPECT_EQ(checked_numel(Shape{int64_t{1} << 20, 0, int64_t{1} << 20}, "zeros"), 0);
+  EXPECT_EQ(checked_numel(Shape{int64_t{1} << 40}, "zeros"), int64_t{1} << 40);
+  EXPECT_THROW(checked_numel(Shape{(int64_t{1} << 40) + 1}, "zeros"), Error);
+  // numel never overflows silently: an empty shape is 0 whatever its other
+  // extents, anything else that does not fit is an Error.
+  EXPECT_EQ(numel(Shape{int64_t{1} << 62, int64_t{1} << 62, 0}), 0);
+  EXPECT_THROW(numel(Shape{int64_t{1} << 62, 4}), Error);
   try {
     checked_numel(Shape{3, -2}, "ones");
     FAIL();
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("ones: negative size -2"), std::string::npos);
   }
+}
+
+TEST(Checked, OverflowIsAnErrorNotAWrap) {
+  EXPECT_EQ(checked_add(2, 3, "op"), 5);
+  EXPECT_EQ(checked_mul(int64_t{1} << 31, int64_t{1} << 31, "op"), int64_t{1} << 62);
+  EXPECT_THROW(checked_add(INT64_MAX, 1, "op"), Error);
+  EXPECT_THROW(checked_mul(int64_t{1} << 32, int64_t{1} << 32, "op"), Error);
+  try {
+    checked_mul(INT64_MAX, 2, "narrow");
+    FAIL();
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("narrow:"), std::string::npos) << error.what();
+  }
+  // [start, start + length) inside [0, size), without computing a sum that
+  // wraps: narrow(2, maxinteger) once passed `start + length > size`.
+  EXPECT_TRUE(range_fits(0, 10, 10));
+  EXPECT_TRUE(range_fits(10, 0, 10));
+  EXPECT_FALSE(range_fits(1, INT64_MAX, 10));
+  EXPECT_FALSE(range_fits(INT64_MAX, INT64_MAX, 10));
+  EXPECT_FALSE(range_fits(-1, 1, 10));
+  EXPECT_FALSE(range_fits(0, -1, 10));
+  EXPECT_FALSE(range_fits(11, 0, 10));
 }
 
 TEST(Shape, TooManyDimsIsAnError) {

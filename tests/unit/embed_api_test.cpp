@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -255,6 +256,45 @@ TEST_F(EmbedTest, MemoryLimitTurnsHugeAllocationsIntoMemoryErrors) {
             LAZYLUA_OK);
 }
 
+TEST_F(EmbedTest, MemoryLimitCountsOnlyLiveTensors) {
+  lazylua_options options;
+  lazylua_options_init(&options);
+  options.memory_limit = size_t{64} << 20;
+  for (const char* eager : {"false", "true"}) {
+    lazylua_interpreter* lua = open(&options);
+    ASSERT_EQ(
+        lazylua_run_string(lua, (std::string("tensor.set_eager(") + eager + ")").c_str(), nullptr),
+        LAZYLUA_OK);
+    // 12 GB made in 4 MB tensors, one alive at a time: well under 64 MB, if
+    // the collector frees the dead ones in time.
+    EXPECT_EQ(
+        lazylua_run_string(lua, "for i = 1, 3000 do local t = tensor.ones(1000000) end", "=loop"),
+        LAZYLUA_OK)
+        << eager << ": " << message(lua);
+    // 40 MB dropped (still uncollected), then 48 MB asked for: the budget
+    // collects before it refuses.
+    EXPECT_EQ(lazylua_run_string(lua,
+                                 "local keep = {}\n"
+                                 "for i = 1, 10 do keep[i] = tensor.ones(1000000) end\n"
+                                 "keep = nil\n"
+                                 "big = tensor.ones(12000000)\n"
+                                 "assert(big:sum():item() == 12000000)\n"
+                                 "big = nil",
+                                 "=drop"),
+              LAZYLUA_OK)
+        << eager << ": " << message(lua);
+    // What is really alive still counts.
+    EXPECT_EQ(lazylua_run_string(lua,
+                                 "local keep = {}\n"
+                                 "for i = 1, 20 do keep[i] = tensor.ones(1000000) end",
+                                 "=live"),
+              LAZYLUA_ERROR_MEMORY)
+        << eager;
+    EXPECT_NE(message(lua).find("memory limit"), std::string::npos) << message(lua);
+    EXPECT_EQ(number(lua, "tensor.ones(1000):sum():item()"), 1000.0);
+  }
+}
+
 TEST_F(EmbedTest, InterruptFromAnotherThreadStopsInfiniteLoops) {
   lazylua_interpreter* lua = open();
   for (const char* loop : {"while true do end",
@@ -277,6 +317,61 @@ TEST_F(EmbedTest, InterruptFromAnotherThreadStopsInfiniteLoops) {
   lazylua_interrupt(lua);
   EXPECT_EQ(number(lua, "1 + 1"), 2.0);
   lazylua_interrupt(nullptr);
+}
+
+// Runs `chunk`, interrupting it from another thread every 50 ms until it
+// returns. A chunk that ignores the interrupts for 20 s ends the process:
+// it would hang the test otherwise.
+lazylua_status run_interrupted(lazylua_interpreter* lua, const char* chunk) {
+  std::atomic<bool> finished{false};
+  std::thread interrupter([&] {
+    for (int tries = 0; !finished; tries++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      lazylua_interrupt(lua);
+      if (tries == 400) {
+        std::fprintf(stderr, "FAIL: an interrupt cannot stop: %s\n", chunk);
+        std::_Exit(1);
+      }
+    }
+  });
+  const lazylua_status status = lazylua_run_string(lua, chunk, "=loop");
+  finished = true;
+  interrupter.join();
+  return status;
+}
+
+TEST_F(EmbedTest, InterruptStopsBusyLoopsInsideCoroutines) {
+  lazylua_interpreter* lua = open();
+  ASSERT_EQ(lazylua_run_string(
+                lua, "gen = coroutine.wrap(function() while true do coroutine.yield(1) end end)",
+                nullptr),
+            LAZYLUA_OK);
+  for (const char* loop :
+       {"coroutine.wrap(function() while true do end end)()",
+        "coroutine.resume(coroutine.create(function() while true do end end))",
+        "coroutine.wrap(function() coroutine.wrap(function() while true do end end)() end)()",
+        // The resumer catches the inner coroutine's error and loops on.
+        "coroutine.wrap(function()\n"
+        "  while true do coroutine.resume(coroutine.create(function() while true do end end)) end\n"
+        "end)()",
+        // A pcall in the main thread catches it; the next coroutine is stopped too.
+        "while true do pcall(coroutine.wrap(function() while true do end end)) end",
+        // Deeply nested.
+        "local function nest(n) if n == 0 then while true do end end\n"
+        "  return coroutine.wrap(nest)(n - 1) end\n"
+        "nest(20)",
+        // A coroutine made by an earlier call.
+        "while true do gen() end"}) {
+    EXPECT_EQ(run_interrupted(lua, loop), LAZYLUA_ERROR_INTERRUPTED) << loop;
+    EXPECT_NE(message(lua).find("interrupted!"), std::string::npos) << message(lua);
+  }
+  // Afterwards, coroutines run without an interrupt hook (it would slow
+  // every instruction), and work as before.
+  EXPECT_EQ(number(lua,
+                   "select(2, coroutine.resume(coroutine.create(function()\n"
+                   "  return debug.gethook() == nil and 1 or 0 end)))"),
+            1.0);
+  EXPECT_EQ(number(lua, "coroutine.wrap(function() coroutine.yield(5) end)()"), 5.0);
 }
 
 TEST_F(EmbedTest, InterpretersDoNotSeeEachOthersGlobalsOrTensors) {

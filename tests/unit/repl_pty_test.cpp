@@ -289,6 +289,29 @@ TEST(ReplPty, CtrlCInterruptsRunningChunk) {
   ASSERT_TRUE(repl.expect("\r\nalive\r\n> "));
 }
 
+TEST(ReplPty, CtrlCInterruptsBusyCoroutine) {
+  TemporaryHome home;
+  ReplSession repl(home);
+  ASSERT_TRUE(repl.expect("> "));
+  // The hook lua.c sets is the main thread's; a loop inside a coroutine
+  // never runs an instruction there.
+  repl.send("coroutine.wrap(function() io.write('spin', 'ning\\n') while true do end end)()\r");
+  ASSERT_TRUE(repl.expect("spinning\r\n"));
+  repl.send("\x03");
+  ASSERT_TRUE(repl.expect("interrupted!"));
+  ASSERT_TRUE(repl.expect("> "));
+  // Nested, with the inner error caught by its resumer.
+  repl.send(
+      "coroutine.wrap(function() io.write('spin', 'ning\\n') while true do "
+      "coroutine.resume(coroutine.create(function() while true do end end)) end end)()\r");
+  ASSERT_TRUE(repl.expect("spinning\r\n"));
+  repl.send("\x03");
+  ASSERT_TRUE(repl.expect("interrupted!"));
+  ASSERT_TRUE(repl.expect("> "));
+  repl.send("print(coroutine.wrap(function() return 40 + 2 end)())\r");
+  ASSERT_TRUE(repl.expect("\r\n42\r\n> "));
+}
+
 TEST(ReplPty, CtrlCAtPromptDiscardsLine) {
   TemporaryHome home;
   ReplSession repl(home);
