@@ -40,6 +40,10 @@ size_t physical_memory_bytes() {
   return pages > 0 && page_size > 0 ? static_cast<size_t>(pages) * page_size : SIZE_MAX;
 }
 
+[[noreturn]] void fail_allocation(size_t nbytes) {
+  fail("out of memory: cannot allocate {:.1f} MiB", static_cast<double>(nbytes) / 1048576.0);
+}
+
 class CachingAllocator {
  public:
   void* allocate(size_t nbytes) {
@@ -64,7 +68,7 @@ class CachingAllocator {
       release_cached();
       block = allocate_fresh(size);
     }
-    if (!block) fail("out of memory: cannot allocate {:.1f} MiB", nbytes / 1048576.0);
+    if (!block) fail_allocation(nbytes);
     std::lock_guard lock(mutex_);
     stats_.bytes_in_use += size;
     in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
@@ -147,6 +151,10 @@ CachingAllocator& allocator() {
 
 void* allocate_buffer(size_t nbytes) {
   return allocator().allocate(nbytes);
+}
+void check_allocation_possible(size_t nbytes) {
+  static const size_t physical_memory = physical_memory_bytes();
+  if (size_class(nbytes) > physical_memory) fail_allocation(nbytes);
 }
 void free_buffer(void* data, size_t nbytes) {
   allocator().free(data, nbytes);

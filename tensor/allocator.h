@@ -15,6 +15,11 @@ namespace lazylua {
 // absurd or the system has no memory; it never returns null.
 void* allocate_buffer(size_t nbytes);
 void free_buffer(void* data, size_t nbytes);
+// Throws allocate_buffer's Error if a request of nbytes is beyond the
+// machine's memory. Lazy mode checks every result it records, so a graph
+// whose value eager mode could not hold fails at the same line, whether
+// or not its compiled code would have fused the value away.
+void check_allocation_possible(size_t nbytes);
 
 struct AllocatorStats {
   int64_t allocations = 0;   // calls to allocate_buffer

@@ -61,6 +61,8 @@ Array Array::empty(const Shape& shape, DType dtype, const char* op) {
   Array array;
   if (!meta_scope_active) {
     array.buffer = make_ref<Buffer>(static_cast<size_t>(count) * dtype_size(dtype));
+  } else {
+    check_allocation_possible(static_cast<size_t>(count) * dtype_size(dtype));
   }
   array.shape = shape;
   array.strides = contiguous_strides(shape);

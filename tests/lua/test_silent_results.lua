@@ -101,4 +101,12 @@ h.test("LAZYLUA_EAGER takes booleans in words; anything else is said and is off"
   assert(said:find("LAZYLUA_EAGER=maybe is not", 1, true) and said:find("false$"), said)
 end)
 
+h.test("a value too large for the machine fails where it is recorded, in every mode", function()
+  -- Eager mode cannot hold the 160 GB broadcast; compiled code would fuse it
+  -- into the sum, the first (interpreted) run would not: all refuse alike.
+  local a, b = tensor.ones(200000, 1), tensor.ones(1, 200000)
+  h.err(function() return (a + b):sum():item() end, "out of memory: cannot allocate 152587.9 MiB")
+  h.eq((tensor.ones(2000, 1) + tensor.ones(1, 2000)):sum():item(), 4000000 * 2)
+end)
+
 h.done("test_silent_results")
