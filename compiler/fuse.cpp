@@ -22,6 +22,8 @@
 namespace lazylua::compiler {
 namespace {
 
+constexpr size_t kMaxKernelRoots = 16;
+
 // Inlined ops that may raise an error (integer // and % by zero, integer
 // powers with negative exponents, indices out of range): every element
 // must be computed somewhere, as eager mode computes them all.
@@ -219,6 +221,11 @@ class Fuser {
   bool can_join(const FusedStep& kernel, int root, const std::vector<Layout>& layouts) const {
     const Shape& shape = at(root).shape;
     if (at(kernel.roots[0]).shape != shape) return false;
+    // A bound on the values one loop writes: this check rebuilds the
+    // kernel for every root, and the C compiler's alias analysis grows
+    // with the square of a function's outputs (2000 results of one shape
+    // made one kernel that took cc 14 s). Adam writes 3 per parameter.
+    if (kernel.roots.size() >= kMaxKernelRoots) return false;
     KernelGraph graph(program_, layouts, shape);
     const IndexMap identity = identity_map(shape);
     for (int existing : kernel.roots) graph.add_root(existing, graph.compute(existing, identity));

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <unordered_set>
 
 #include "scan.h"
 #include "tensor.h"
@@ -275,25 +276,29 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   // same node bound to two tensors) is copied, so that data tensors never
   // alias each other behind the script's back. A donated buffer is no
   // one's any more: an output computed into it is bound as it is.
-  std::vector<const Buffer*> taken;
+  // (Sets and an index by position: a barrier over 100k pending tensors
+  // must not search lists once per tensor.)
+  std::unordered_set<const Buffer*> taken;
   for (int position : graph.parameters) {
     if (graph.is_donated(position)) continue;
     const Node* leaf = graph.nodes[position];
-    taken.push_back(leaf->data.buffer.get());
-    taken.push_back(leaf->result.buffer.get());
+    taken.insert(leaf->data.buffer.get());
+    taken.insert(leaf->result.buffer.get());
+  }
+  std::vector<int> output_of(graph.nodes.size(), -1);
+  for (size_t index = 0; index < graph.outputs.size(); index++) {
+    if (output_of[graph.outputs[index]] < 0)
+      output_of[graph.outputs[index]] = static_cast<int>(index);
   }
   for (TensorImpl* root : roots) {
-    const int position = root->pending->visit_index;
-    size_t index = 0;
-    while (graph.outputs[index] != position) index++;
-    Array value = outputs[index];
-    const bool aliased = std::find(taken.begin(), taken.end(), value.buffer.get()) != taken.end();
+    Array value = outputs[output_of[root->pending->visit_index]];
+    const bool aliased = value.buffer && taken.count(value.buffer.get()) > 0;
     if (aliased || !value.is_contiguous()) {
       Array copy = Array::empty(value.shape, value.dtype);
       copy_kernel(value, copy);
       value = copy;
     }
-    taken.push_back(value.buffer.get());
+    taken.insert(value.buffer.get());
     // The node is a leaf from now on: dropping its inputs frees the history
     // a training loop would otherwise keep alive step after step.
     root->pending->result = value;

@@ -109,4 +109,14 @@ h.test("a value too large for the machine fails where it is recorded, in every m
   h.eq((tensor.ones(2000, 1) + tensor.ones(1, 2000)):sum():item(), 4000000 * 2)
 end)
 
+h.test("a barrier over thousands of pending results binds each to its own value", function()
+  -- (Binding searched a list per result, and one kernel wrote every result
+  -- of a shape: 8000 results took minutes to compile.)
+  local x = tensor.ones(2)
+  local results = {}
+  for i = 1, 3000 do results[i] = x * i + 1 end
+  tensor.mark_step()
+  for _, i in ipairs({1, 17, 1500, 2999, 3000}) do h.eq(results[i]:tolist(), {i + 1, i + 1}) end
+end)
+
 h.done("test_silent_results")
