@@ -28,15 +28,19 @@ const char kMetatableKey = 0;
 
 // Lua's collector sees a tensor as a userdata of a few bytes, not the
 // megabytes of its buffer, so on its own it would let dead tensors pile up
-// (a loop of tensor.ones(1e6) reached gigabytes). Tensor memory counts
-// towards its major collections the way Lua's own heap does (a full
-// collection once the heap has doubled since the last one): when the tensor
-// bytes in use have grown, since right after the last full collection, by
-// as much as were in use then (or by this floor), we run one. Growth, not
-// allocation: buffers a sync or an op allocates and frees again (the
-// allocator reuses them) are no garbage. Young collections stay Lua's and
-// the barrier's business (see Context::run).
+// (a loop of tensor.ones(1e6) reached gigabytes). So we run full
+// collections ourselves:
+//  - when the tensor bytes in use have grown, since right after the last
+//    full collection, by as much as were in use then (or by this floor):
+//    tensor memory counts towards major collections the way Lua's heap does
+//    (a full collection once it has doubled);
+//  - after every kResultBytesBetweenFullCollections of new results pushed
+//    to Lua (Torch7's rule), so that tensors that died old (the
+//    generational collector's young collections skip them) do not linger
+//    for long even when they are too few to show as growth.
+// Young collections stay Lua's and the barrier's business (Context::run).
 constexpr int64_t kMinTensorGrowthBetweenFullCollections = int64_t{32} << 20;
+constexpr int64_t kResultBytesBetweenFullCollections = int64_t{256} << 20;
 
 TensorBox* to_box(lua_State* L, int index) {
   void* data = lua_touserdata(L, index);
@@ -230,16 +234,21 @@ void collect_lua_garbage(void* user, bool full) {
     const int64_t live = allocator_bytes_in_use();
     context->tensor_bytes_full_collection_at =
         live + std::max(kMinTensorGrowthBetweenFullCollections, live);
+    context->result_bytes_since_full = 0;
   } else {
     lua_gc(L, LUA_GCSTEP, 0);  // in generational mode: a young collection
   }
 }
 
-// At a safe point (a new tensor userdata was just made): runs the full
-// collection that the tensor memory in use makes due.
-void account_tensor_memory(lua_State* L) {
+// At a safe point (a new tensor userdata, holding `result_bytes` of new
+// memory, was just made): runs the full collection that the tensor memory
+// makes due.
+void account_tensor_memory(lua_State* L, int64_t result_bytes) {
   Context* context = tensor_context(L);
-  if (context && allocator_bytes_in_use() > context->tensor_bytes_full_collection_at) {
+  if (!context) return;
+  context->result_bytes_since_full += result_bytes;
+  if (allocator_bytes_in_use() > context->tensor_bytes_full_collection_at ||
+      context->result_bytes_since_full > kResultBytesBetweenFullCollections) {
     collect_lua_garbage(L, true);
   }
 }
@@ -307,12 +316,18 @@ const Tensor* to_tensor(lua_State* L, int index) {
 }
 
 void push_tensor(lua_State* L, Tensor tensor) {
+  // Data views share their base's buffer; only a fresh buffer, or a pending
+  // value's future one, counts as a new result.
+  int64_t bytes = numel(tensor->shape) * dtype_size(tensor->dtype);
+  if (tensor->is_lazy_view() || (tensor->data.defined() && tensor->data.buffer->use_count() > 1)) {
+    bytes = 0;
+  }
   // The box is valid (empty) before anything else can fail.
   auto* box = new (lua_newuserdatauv(L, sizeof(TensorBox), 0)) TensorBox{};
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kMetatableKey);
   lua_setmetatable(L, -2);
   box->tensor = std::move(tensor);
-  account_tensor_memory(L);
+  account_tensor_memory(L, bytes);
 }
 
 void push_tensor(lua_State* L, Array data) {

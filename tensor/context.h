@@ -134,10 +134,12 @@ class Context : public RefCounted {
   void (*collect_garbage)(void* user, bool full) = nullptr;
   void* collect_garbage_user = nullptr;
   // For the host's collector policy: the Lua heap after the last full
-  // collection, and the tensor bytes in use (allocator_bytes_in_use) that
-  // make the next one due (interp/lua_tensor.cpp).
+  // collection, the tensor bytes in use (allocator_bytes_in_use) that make
+  // the next one due, and the bytes of new results since
+  // (interp/lua_tensor.cpp).
   int host_heap_after_full_kb = 0;
   int64_t tensor_bytes_full_collection_at = 0;
+  int64_t result_bytes_since_full = 0;
 
   // Interned chunk names for SourceLocation.
   const char* intern(const std::string& chunk);
