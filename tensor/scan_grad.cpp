@@ -151,32 +151,33 @@ std::vector<Tensor> differentiable_captures(Context* context, const std::vector<
   if (!autograd::grad_enabled(context)) return found;
   std::unordered_set<const GradNode*> seen;
   std::vector<const GradNode*> stack;
-  for (const Tensor& t : traced) {
+  // Records t when its value is a captured one (the walk stops there: its
+  // history is outside), else walks on into its history.
+  auto visit = [&](const Tensor& t) {
+    if (!t || !t->requires_grad || !t->error.empty()) return;
+    const Node* value = t->pending ? t->pending.get() : nullptr;
+    if (!value && !t->is_lazy_view()) value = t->data_node.get();
+    if (!value && t->is_lazy_view() && t->view_cache_base == value_of(t->base)) {
+      value = t->view_cache.get();
+    }
+    bool is_captured = false;
+    for (size_t k = 0; k < captured.size(); k++) {
+      if (captured[k].get() == value) {
+        if (!found[k]) found[k] = t;
+        is_captured = true;
+      }
+    }
+    if (is_captured || t->scan_level < context->scan_depth) return;
     if (t->grad_fn && seen.insert(t->grad_fn.get()).second) stack.push_back(t->grad_fn.get());
-  }
+  };
+  // The traced results themselves first: a y computed in the body from
+  // captured values alone (`return h, W * 2`) depends on no placeholder, so
+  // the whole value is captured, and only the result itself can say so.
+  for (const Tensor& t : traced) visit(t);
   while (!stack.empty()) {
     const GradNode* node = stack.back();
     stack.pop_back();
-    for (const Tensor& input : node->inputs) {
-      if (!input || !input->requires_grad || !input->error.empty()) continue;
-      // A captured value: the walk stops there (its history is outside).
-      const Node* value = input->pending ? input->pending.get() : nullptr;
-      if (!value && !input->is_lazy_view()) value = input->data_node.get();
-      if (!value && input->is_lazy_view() && input->view_cache_base == value_of(input->base)) {
-        value = input->view_cache.get();
-      }
-      bool is_captured = false;
-      for (size_t k = 0; k < captured.size(); k++) {
-        if (captured[k].get() == value) {
-          if (!found[k]) found[k] = input;
-          is_captured = true;
-        }
-      }
-      if (is_captured || input->scan_level < context->scan_depth) continue;
-      if (input->grad_fn && seen.insert(input->grad_fn.get()).second) {
-        stack.push_back(input->grad_fn.get());
-      }
-    }
+    for (const Tensor& input : node->inputs) visit(input);
   }
   return found;
 }
