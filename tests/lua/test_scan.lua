@@ -175,10 +175,12 @@ for _, case in ipairs(VIEW_CELLS) do
   end)
 end
 
--- A y computed from captured tensors alone keeps the captured tensors'
+-- Which inputs get a gradient is eager mode's answer in every mode: a y
+-- computed from captured tensors alone keeps the captured tensors'
 -- gradient (lazy mode lost it: the whole y is a value from outside the
--- loop).
-h.test("gradients of captured-only ys", function()
+-- loop), and an x or an initial carry the body never reads gets none, not
+-- zeros (an optimizer skips a parameter without a gradient).
+h.test("gradients of captured-only ys, and none for inputs the body ignores", function()
   local function grads(body)
     local b = tensor.new({1.0, 2.0, 3.0}):requires_grad(true)
     local init = tensor.new({0.5, 0.25, 1.0}):requires_grad(true)
@@ -195,6 +197,10 @@ h.test("gradients of captured-only ys", function()
      {b = {2, 2, 2}, init = {1, 1, 1}, xs = {{1, 1, 1}, {1, 1, 1}}}},
     {"y = b itself", function(hh, x, b) return hh + x, b end,
      {b = {2, 2, 2}, init = {1, 1, 1}, xs = {{1, 1, 1}, {1, 1, 1}}}},
+    {"x ignored", function(hh, x, b) return hh * b, hh end,
+     {b = {1.5, 1.25, 7}, init = {3, 7, 13}, xs = "none"}},
+    {"the carry ignored", function(hh, x, b) return x * b, x end,
+     {b = {4, 5, 6}, init = "none", xs = {{1, 1, 1}, {2, 3, 4}}}},
   }
   for _, case in ipairs(cases) do
     local got = grads(case[2])
