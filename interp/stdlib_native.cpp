@@ -143,11 +143,34 @@ void convert_idx_chunk(const uint8_t* bytes, size_t count, const IdxType& type, 
   }
 }
 
+// The length in bytes of the IDX file whose first bytes are `bytes`, as its
+// header announces it; SIZE_MAX when they are not a whole valid header (the
+// full read then says what is wrong).
+size_t idx_length(const uint8_t* bytes, size_t size) {
+  if (size < 4 || bytes[0] != 0 || bytes[1] != 0) return SIZE_MAX;
+  const IdxType* type = nullptr;
+  for (const IdxType& candidate : kIdxTypes) {
+    if (candidate.code == bytes[2]) type = &candidate;
+  }
+  const int rank = bytes[3];
+  const size_t header_size = 4 + 4 * static_cast<size_t>(rank);
+  if (!type || rank < 1 || rank > kMaxDims || size < header_size) return SIZE_MAX;
+  size_t length = static_cast<size_t>(type->size);
+  for (int d = 0; d < rank; d++) {
+    const uint8_t* b = bytes + 4 + 4 * d;
+    const size_t extent = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+    if (__builtin_mul_overflow(length, extent, &length)) return SIZE_MAX;
+  }
+  return length > SIZE_MAX - header_size ? SIZE_MAX : length + header_size;
+}
+
 Array read_idx_file(const std::string& path, std::optional<DType> requested) {
   const char* function = "data.read_idx";
   // The whole file at once: gunzipping in one call and converting in one
-  // parallel pass is several times faster than streaming chunk by chunk.
-  const HostBytes file = read_file_bytes(path, function);
+  // parallel pass is several times faster than streaming chunk by chunk. A
+  // gzip file decompresses to no more than its header announces: a gzip
+  // bomb is refused before it fills the memory.
+  const HostBytes file = read_file_bytes(path, function, idx_length);
   const uint8_t* bytes = file.data();
   const size_t size = file.size();
   if (size < 4) fail("{}: '{}' is truncated: no IDX header", function, path);
