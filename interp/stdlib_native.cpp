@@ -262,6 +262,23 @@ std::optional<double> parse_number(std::string_view text) {
   return value;
 }
 
+// A cell as an error message shows it: at most 40 bytes, anything but
+// printable ASCII escaped (a binary file's garbage, a 100 MB cell).
+std::string cell_text(std::string_view cell) {
+  constexpr size_t kShown = 40;
+  std::string text;
+  for (size_t i = 0; i < cell.size() && i < kShown; i++) {
+    const unsigned char c = static_cast<unsigned char>(cell[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      text += static_cast<char>(c);
+    } else {
+      text += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (cell.size() > kShown) text += fmt::format("... ({} bytes)", cell.size());
+  return text;
+}
+
 std::string strip_quotes(std::string_view name) {
   if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
     name = name.substr(1, name.size() - 2);
@@ -278,7 +295,10 @@ int read_csv(lua_State* L) {
   const DType dtype = optional_dtype(L, 4, function).value_or(DType::f32);
 
   const HostBytes file = read_file_bytes(path, function);
-  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the
+  // first cell: kept, it would be glued to the first column's name.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   std::vector<std::string> names;
   std::vector<double> values;
   int64_t columns = -1;
@@ -313,11 +333,11 @@ int read_csv(lua_State* L) {
       const std::optional<double> value = parse_number(fields[column]);
       if (!value) {
         fail("{}: '{}' line {}, column {}: '{}' is not a number", function, path, line_number,
-             column + 1, fields[column]);
+             column + 1, cell_text(fields[column]));
       }
       if (is_integral(dtype) && *value != static_cast<double>(static_cast<int64_t>(*value))) {
         fail("{}: '{}' line {}, column {}: '{}' is not an integer (dtype {})", function, path,
-             line_number, column + 1, fields[column], dtype_name(dtype));
+             line_number, column + 1, cell_text(fields[column]), dtype_name(dtype));
       }
       values.push_back(*value);
     }
