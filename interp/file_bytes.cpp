@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -96,9 +97,29 @@ void HostBytes::reserve(size_t capacity, const char* function) {
 
 namespace {
 
-// Decompresses the gzip members in `in` (which starts with the gzip magic);
-// `path` and `function` are for messages.
-HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const char* function) {
+// The first bytes (up to kPeekBytes) the gzip data in `in` decompresses to,
+// with zlib's streaming inflate: libdeflate gives all of a member or
+// nothing. Damaged data gives what came before the damage (the whole
+// decompression reports it).
+std::string gunzip_prefix(const uint8_t* in, size_t size) {
+  std::string prefix(kPeekBytes, '\0');
+  z_stream stream{};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) return {};
+  stream.next_in = const_cast<uint8_t*>(in);
+  stream.avail_in = static_cast<uInt>(std::min<size_t>(size, UINT32_MAX));
+  stream.next_out = reinterpret_cast<Bytef*>(prefix.data());
+  stream.avail_out = static_cast<uInt>(prefix.size());
+  while (stream.avail_out > 0 && inflate(&stream, Z_NO_FLUSH) == Z_OK) {
+  }
+  prefix.resize(prefix.size() - stream.avail_out);
+  inflateEnd(&stream);
+  return prefix;
+}
+
+// Decompresses the gzip members in `in` (which starts with the gzip magic)
+// into at most `limit` bytes; `path` and `function` are for messages.
+HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const char* function,
+                 size_t limit) {
   // A gzip file ends with its last member's ISIZE, the member's length mod
   // 2^32: the whole output's length for the usual single member under
   // 4 GiB, so one decompression into exactly that room. Several members,
@@ -108,8 +129,12 @@ HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const 
   // a damaged trailer can make us reserve (a wrong guess is not an error).
   const size_t trailer = size >= 4 ? little_endian_u32(in + size - 4) : 0;
   const size_t bound = size > SIZE_MAX / kMaxDeflateRatio ? SIZE_MAX : size * kMaxDeflateRatio;
+  // Room for one byte more than the limit, so that a member that does not
+  // fit tells a bomb from a file of exactly the limit.
+  const bool limited = limit < physical_memory();
+  const size_t most = limited ? limit + 1 : physical_memory();
   HostBytes out;
-  out.reserve(std::max(std::min({trailer, bound, physical_memory() / 2}), kPage), function);
+  out.reserve(std::max(std::min({trailer, bound, physical_memory() / 2, most}), kPage), function);
 
   const std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> decompressor(
       libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
@@ -133,12 +158,16 @@ HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const 
         fail("{}: '{}' is corrupted or truncated: bad gzip data in the member at byte {}", function,
              path, position);
       }
+      if (limited && out.capacity() >= most) {
+        fail("{}: '{}' decompresses to more than the {} bytes its content announces", function,
+             path, limit);
+      }
       // Up to all of the machine's memory, not beyond: reserve refuses that.
       if (out.capacity() >= physical_memory()) {
         fail("{}: out of memory decompressing '{}' (more than {:.1f} MiB)", function, path,
              out.capacity() / 1048576.0);
       }
-      out.reserve(std::min(out.capacity() * 2, physical_memory()), function);
+      out.reserve(std::min({out.capacity() * 2, physical_memory(), most}), function);
     }
   }
   return out;
@@ -146,15 +175,28 @@ HostBytes gunzip(const uint8_t* in, size_t size, const std::string& path, const 
 
 }  // namespace
 
-HostBytes read_file_bytes(const std::string& path, const char* function) {
-  const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+HostBytes read_file_bytes(const std::string& path, const char* function, const OutputLimit& limit) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  const FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0) fail("{}: cannot open '{}': {}", function, path, std::strerror(errno));
   struct stat info {};
-  const bool regular = fstat(file.get(), &info) == 0 && S_ISREG(info.st_mode);
+  if (fstat(file.get(), &info) != 0) {
+    fail("{}: cannot read '{}': {}", function, path, std::strerror(errno));
+  }
+  // A FIFO would make us wait for a writer (or read an empty stream if none
+  // came in time), a device like /dev/zero never ends: only regular files.
+  if (!S_ISREG(info.st_mode)) {
+    const char* kind = S_ISDIR(info.st_mode)                            ? "a directory"
+                       : S_ISFIFO(info.st_mode)                         ? "a FIFO"
+                       : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode) ? "a device"
+                       : S_ISSOCK(info.st_mode)                         ? "a socket"
+                                                                        : "not a file";
+    fail("{}: '{}' is {}, not a regular file", function, path, kind);
+  }
   HostBytes bytes;
   // One byte more than the file's size: the read that finds the end needs
-  // room too. Pipes and devices start at a page and grow.
-  bytes.reserve(regular ? static_cast<size_t>(info.st_size) + 1 : kPage, function);
+  // room too. Files that say they are empty (/proc) start at a page and grow.
+  bytes.reserve(std::max(static_cast<size_t>(info.st_size) + 1, kPage), function);
   while (true) {
     if (bytes.size() == bytes.capacity()) bytes.reserve(bytes.capacity() * 2, function);
     const size_t room = std::min(bytes.capacity() - bytes.size(), size_t{1} << 30);
@@ -167,7 +209,12 @@ HostBytes read_file_bytes(const std::string& path, const char* function) {
     bytes.set_size(bytes.size() + static_cast<size_t>(count));
   }
   if (bytes.size() >= 2 && bytes.data()[0] == 0x1f && bytes.data()[1] == 0x8b) {
-    return gunzip(bytes.data(), bytes.size(), path, function);
+    size_t most = SIZE_MAX;
+    if (limit) {
+      const std::string prefix = gunzip_prefix(bytes.data(), bytes.size());
+      most = limit(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());
+    }
+    return gunzip(bytes.data(), bytes.size(), path, function, most);
   }
   return bytes;
 }

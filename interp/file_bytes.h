@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace lazylua {
@@ -35,11 +36,22 @@ class HostBytes {
   size_t capacity_ = 0;
 };
 
-// The bytes of the file at `path`. A file starting with the gzip magic (1f 8b)
-// is decompressed: every member in turn, as `gzip -d` does; bytes after the
-// last member that do not start another member are ignored, as gzip and
-// zlib's gzread do. Errors (Error, message starting with `function`): the
-// file cannot be opened or read, or its gzip data is corrupted or truncated.
-HostBytes read_file_bytes(const std::string& path, const char* function);
+// How much a gzip file may decompress to, said by its content: given the
+// first bytes it decompresses to (up to kPeekBytes, fewer if it is shorter),
+// the most the caller can use (SIZE_MAX: no limit). A format whose header
+// gives its length (IDX) refuses a gzip bomb this way before inflating it.
+inline constexpr size_t kPeekBytes = 1024;
+using OutputLimit = std::function<size_t(const uint8_t* prefix, size_t size)>;
+
+// The bytes of the regular file at `path` (a symlink is followed). A file
+// starting with the gzip magic (1f 8b) is decompressed: every member in turn,
+// as `gzip -d` does; bytes after the last member that do not start another
+// member are ignored, as gzip and zlib's gzread do. Errors (Error, message
+// starting with `function`): the file cannot be opened or read, is not a
+// regular file (a directory, a FIFO, a device: refused rather than waited on
+// or read forever), its gzip data is corrupted or truncated, or it would
+// decompress to more than `limit` allows.
+HostBytes read_file_bytes(const std::string& path, const char* function,
+                          const OutputLimit& limit = nullptr);
 
 }  // namespace lazylua

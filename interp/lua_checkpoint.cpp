@@ -349,7 +349,18 @@ std::string read_whole_file(const std::string& path) {
     close(fd);
     fail("tensor.load: '{}' is {}, not a checkpoint file", path, file_kind(mode));
   }
+  // The file is read whole and then parsed: one larger than the machine's
+  // memory cannot load, and reading it first (a sparse file of a terabyte
+  // is all zeros) would take minutes and all the memory there is.
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0 &&
+      static_cast<uint64_t>(info.st_size) > static_cast<uint64_t>(pages) * page_size) {
+    close(fd);
+    fail("tensor.load: '{}' is {:.1f} GiB, larger than this machine's memory", path,
+         static_cast<double>(info.st_size) / (1 << 30));
+  }
   std::string bytes;
+  bytes.reserve(static_cast<size_t>(info.st_size));
   char chunk[1 << 16];
   while (true) {
     const ssize_t count = read(fd, chunk, sizeof chunk);
@@ -415,10 +426,21 @@ struct Decoder {
         push_table(value.table());
         return;
       case proto::Value::kTensor:
+        check_extents(value.tensor());
         push_tensor(L, decode_tensor(value.tensor()));
         return;
       default:
         corrupted("a value of unknown kind");
+    }
+  }
+
+  // Extents whose product leaves int64 (2^40 x 2^40) are corrupt: checked
+  // before anything multiplies them (a wrapped product could pass for 0).
+  void check_extents(const proto::TensorData& message) {
+    int64_t count = 1;
+    for (const int64_t extent : message.shape()) {
+      if (extent < 0) corrupted(fmt::format("extent {}", extent));
+      if (__builtin_mul_overflow(count, extent, &count)) corrupted("a tensor too large");
     }
   }
 

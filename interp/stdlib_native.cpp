@@ -145,11 +145,34 @@ void convert_idx_chunk(const uint8_t* bytes, size_t count, const IdxType& type, 
   }
 }
 
+// The length in bytes of the IDX file whose first bytes are `bytes`, as its
+// header announces it; SIZE_MAX when they are not a whole valid header (the
+// full read then says what is wrong).
+size_t idx_length(const uint8_t* bytes, size_t size) {
+  if (size < 4 || bytes[0] != 0 || bytes[1] != 0) return SIZE_MAX;
+  const IdxType* type = nullptr;
+  for (const IdxType& candidate : kIdxTypes) {
+    if (candidate.code == bytes[2]) type = &candidate;
+  }
+  const int rank = bytes[3];
+  const size_t header_size = 4 + 4 * static_cast<size_t>(rank);
+  if (!type || rank < 1 || rank > kMaxDims || size < header_size) return SIZE_MAX;
+  size_t length = static_cast<size_t>(type->size);
+  for (int d = 0; d < rank; d++) {
+    const uint8_t* b = bytes + 4 + 4 * d;
+    const size_t extent = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+    if (__builtin_mul_overflow(length, extent, &length)) return SIZE_MAX;
+  }
+  return length > SIZE_MAX - header_size ? SIZE_MAX : length + header_size;
+}
+
 Array read_idx_file(const std::string& path, std::optional<DType> requested) {
   const char* function = "data.read_idx";
   // The whole file at once: gunzipping in one call and converting in one
-  // parallel pass is several times faster than streaming chunk by chunk.
-  const HostBytes file = read_file_bytes(path, function);
+  // parallel pass is several times faster than streaming chunk by chunk. A
+  // gzip file decompresses to no more than its header announces: a gzip
+  // bomb is refused before it fills the memory.
+  const HostBytes file = read_file_bytes(path, function, idx_length);
   const uint8_t* bytes = file.data();
   const size_t size = file.size();
   if (size < 4) fail("{}: '{}' is truncated: no IDX header", function, path);
@@ -252,6 +275,23 @@ std::optional<int64_t> parse_integer(std::string_view text, double value) {
   return std::nullopt;
 }
 
+// A cell as an error message shows it: at most 40 bytes, anything but
+// printable ASCII escaped (a binary file's garbage, a 100 MB cell).
+std::string cell_text(std::string_view cell) {
+  constexpr size_t kShown = 40;
+  std::string text;
+  for (size_t i = 0; i < cell.size() && i < kShown; i++) {
+    const unsigned char c = static_cast<unsigned char>(cell[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      text += static_cast<char>(c);
+    } else {
+      text += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (cell.size() > kShown) text += fmt::format("... ({} bytes)", cell.size());
+  return text;
+}
+
 std::string strip_quotes(std::string_view name) {
   if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
     name = name.substr(1, name.size() - 2);
@@ -268,7 +308,10 @@ int read_csv(lua_State* L) {
   const DType dtype = optional_dtype(L, 4, function).value_or(DType::f32);
 
   const HostBytes file = read_file_bytes(path, function);
-  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the
+  // first cell: kept, it would be glued to the first column's name.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   std::vector<std::string> names;
   std::vector<double> values;
   // i32 and i64 columns are read exactly and checked against the dtype's
@@ -307,13 +350,13 @@ int read_csv(lua_State* L) {
       const std::optional<double> value = parse_number(fields[column]);
       if (!value) {
         fail("{}: '{}' line {}, column {}: '{}' is not a number", function, path, line_number,
-             column + 1, fields[column]);
+             column + 1, cell_text(fields[column]));
       }
       if (integer_columns) {
         const std::optional<int64_t> integer = parse_integer(fields[column], *value);
         if (!integer || (dtype == DType::i32 && (*integer < INT32_MIN || *integer > INT32_MAX))) {
           fail("{}: '{}' line {}, column {}: '{}' is not an integer in the range of {}", function,
-               path, line_number, column + 1, fields[column], dtype_name(dtype));
+               path, line_number, column + 1, cell_text(fields[column]), dtype_name(dtype));
         }
         integers.push_back(*integer);
       }

@@ -76,6 +76,33 @@ Shape infer_shape(const Shape& shape, int64_t count, const char* op) {
 
 // ---- Reductions ----
 
+namespace {
+
+// Max, min and their indices have no identity: reducing nothing is an
+// error. Checked here from shapes alone, so that lazy mode raises it when
+// the op is recorded, as eager mode does, and not only when a value is read
+// (the kernels check the same). `arg`: the message of the index kernels,
+// which also refuse a 0-size dim when no result is left.
+void check_reducible(const char* name, const Array& a, std::optional<int> dim, bool arg) {
+  const char* no_identity = arg ? "" : ": the result has no identity";
+  if (!dim) {
+    if (a.numel() == 0) {
+      fail("{}: cannot reduce an empty tensor (shape {}){}", name, shape_string(a.shape),
+           no_identity);
+    }
+    return;
+  }
+  if (a.rank() == 0 || a.shape[*dim] != 0) return;
+  Shape kept = a.shape;
+  kept.erase(*dim);
+  if (arg || numel(kept) != 0) {
+    fail("{}: cannot reduce dimension {} of size 0 (shape {}){}", name, *dim + 1,
+         shape_string(a.shape), no_identity);
+  }
+}
+
+}  // namespace
+
 Array reduce(ReduceOp op, const Array& a, std::optional<int> dim, bool keepdim) {
   const char* name = reduce_op_name(op);
   if (dim) check_dim(*dim, a.rank(), name);
@@ -96,6 +123,7 @@ Array reduce(ReduceOp op, const Array& a, std::optional<int> dim, bool keepdim) 
       break;
     case ReduceOp::max:
     case ReduceOp::min:
+      check_reducible(name, a, dim, false);
       break;
   }
   Array out = Array::empty(reduced_shape(a.shape, dim, keepdim), out_type, name);
@@ -106,6 +134,7 @@ Array reduce(ReduceOp op, const Array& a, std::optional<int> dim, bool keepdim) 
 std::pair<Array, Array> max_min_dim(bool is_max, const Array& a, int dim, bool keepdim) {
   const char* name = is_max ? "max" : "min";
   check_dim(dim, a.rank(), name);
+  check_reducible(name, a, dim, true);
   const Shape shape = reduced_shape(a.shape, dim, keepdim);
   Array values = Array::empty(shape, a.dtype, name);
   Array indices = Array::empty(shape, DType::i64, name);
@@ -116,6 +145,7 @@ std::pair<Array, Array> max_min_dim(bool is_max, const Array& a, int dim, bool k
 Array arg_max_min(bool is_max, const Array& a, std::optional<int> dim, bool keepdim) {
   const char* name = is_max ? "argmax" : "argmin";
   if (dim) check_dim(*dim, a.rank(), name);
+  check_reducible(is_max ? "max" : "min", a, dim, true);
   Array indices = Array::empty(reduced_shape(a.shape, dim, keepdim), DType::i64, name);
   if (!in_meta_scope()) arg_reduce_kernel(is_max, a, dim.value_or(-1), Array{}, indices);
   return indices;

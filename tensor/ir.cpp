@@ -100,24 +100,60 @@ const char* op_name(Op op) {
 // only hand their inputs over.
 Node::Node() = default;
 
-Node::~Node() {
-  // Inputs whose last reference this was are queued and destroyed in this
-  // loop, not by recursion. The queue keeps its capacity across calls (and
-  // is never freed, so no other thread-exit destructor outlives it): most
-  // nodes die one by one, and a fresh vector each time cost a malloc.
-  static thread_local std::vector<NodeRef>* worklist = new std::vector<NodeRef>();
-  static thread_local bool draining = false;
-  for (NodeRef& input : inputs) {
-    if (input) worklist->push_back(std::move(input));
+namespace {
+
+// The worklist keeps its capacity across calls: most nodes die one by one,
+// and a fresh vector each time cost a malloc. Its state is trivially
+// destructible, so a node another thread-exit destructor releases late
+// still finds it; the owner below frees the vector when the thread ends (a
+// host thread running scripts may come and go: the vector, as large as the
+// longest chain released, was leaked with each), and after that a late
+// destructor drains into a vector of its own.
+thread_local std::vector<NodeRef>* t_worklist = nullptr;
+thread_local bool t_draining = false;
+thread_local bool t_thread_exiting = false;
+
+struct WorklistOwner {
+  bool registered = false;
+  ~WorklistOwner() {
+    t_thread_exiting = true;
+    delete t_worklist;  // empty: draining finishes before a destructor returns
+    t_worklist = nullptr;
   }
-  if (draining) return;
-  draining = true;
-  while (!worklist->empty()) {
-    NodeRef node = std::move(worklist->back());
-    worklist->pop_back();
+};
+thread_local WorklistOwner t_worklist_owner;
+
+}  // namespace
+
+Node::~Node() {
+  // Inputs whose last reference this was are queued and destroyed in the
+  // outermost destructor's loop, not by recursion.
+  if (t_draining) {
+    for (NodeRef& input : inputs) {
+      if (input) t_worklist->push_back(std::move(input));
+    }
+    return;
+  }
+  std::vector<NodeRef> late;
+  if (!t_worklist) {
+    if (t_thread_exiting) {
+      t_worklist = &late;
+    } else {
+      t_worklist_owner.registered = true;  // its destructor now runs when the thread ends
+      t_worklist = new std::vector<NodeRef>();
+    }
+  }
+  for (NodeRef& input : inputs) {
+    if (input) t_worklist->push_back(std::move(input));
+  }
+  t_draining = true;
+  while (!t_worklist->empty()) {
+    NodeRef node = std::move(t_worklist->back());
+    t_worklist->pop_back();
     node.reset();
   }
-  draining = false;
+  t_draining = false;
+  if (t_worklist == &late) t_worklist = nullptr;
 }
 
 const char* Node::name() const {

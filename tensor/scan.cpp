@@ -367,9 +367,18 @@ std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::ve
   Ref<ScanBody> body = scan_detail::build_body(trace, outputs, carry_count, &captured);
   const std::vector<Tensor> captured_tensors =
       scan_detail::differentiable_captures(context, traced, captured);
+  // Only inputs the body reads make the results differentiable, as in eager
+  // mode, where nothing connects an ignored input to them.
   bool needs_gradient = false;
-  for (const Tensor& t : init) needs_gradient = needs_gradient || autograd::needs_grad(t);
-  for (const Tensor& t : xs) needs_gradient = needs_gradient || autograd::needs_grad(t);
+  for (size_t k = 0; k < init.size(); k++) {
+    needs_gradient = needs_gradient || (autograd::needs_grad(init[k]) &&
+                                        scan_detail::body_reads(*body, static_cast<int>(k)));
+  }
+  for (size_t k = 0; k < xs.size(); k++) {
+    needs_gradient =
+        needs_gradient || (autograd::needs_grad(xs[k]) &&
+                           scan_detail::body_reads(*body, static_cast<int>(init.size() + k)));
+  }
   for (const Tensor& t : captured_tensors) needs_gradient = needs_gradient || t;
   if (needs_gradient && !options.recompute_carries) {
     return scan_detail::record_with_residuals(context, body, captured, captured_tensors, init, xs,

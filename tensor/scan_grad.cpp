@@ -7,6 +7,14 @@
 #include "scan_internal.h"
 
 namespace lazylua::scan_detail {
+
+bool body_reads(const ScanBody& body, int index) {
+  for (const Node* node : body.graph.nodes) {
+    if (node->op == Op::parameter && node->attrs[0] == index) return true;
+  }
+  return false;
+}
+
 namespace {
 
 Tensor raw(Context* context, const Node& node, const std::vector<Tensor>& inputs) {
@@ -151,32 +159,33 @@ std::vector<Tensor> differentiable_captures(Context* context, const std::vector<
   if (!autograd::grad_enabled(context)) return found;
   std::unordered_set<const GradNode*> seen;
   std::vector<const GradNode*> stack;
-  for (const Tensor& t : traced) {
+  // Records t when its value is a captured one (the walk stops there: its
+  // history is outside), else walks on into its history.
+  auto visit = [&](const Tensor& t) {
+    if (!t || !t->requires_grad || !t->error.empty()) return;
+    const Node* value = t->pending ? t->pending.get() : nullptr;
+    if (!value && !t->is_lazy_view()) value = t->data_node.get();
+    if (!value && t->is_lazy_view() && t->view_cache_base == value_of(t->base)) {
+      value = t->view_cache.get();
+    }
+    bool is_captured = false;
+    for (size_t k = 0; k < captured.size(); k++) {
+      if (captured[k].get() == value) {
+        if (!found[k]) found[k] = t;
+        is_captured = true;
+      }
+    }
+    if (is_captured || t->scan_level < context->scan_depth) return;
     if (t->grad_fn && seen.insert(t->grad_fn.get()).second) stack.push_back(t->grad_fn.get());
-  }
+  };
+  // The traced results themselves first: a y computed in the body from
+  // captured values alone (`return h, W * 2`) depends on no placeholder, so
+  // the whole value is captured, and only the result itself can say so.
+  for (const Tensor& t : traced) visit(t);
   while (!stack.empty()) {
     const GradNode* node = stack.back();
     stack.pop_back();
-    for (const Tensor& input : node->inputs) {
-      if (!input || !input->requires_grad || !input->error.empty()) continue;
-      // A captured value: the walk stops there (its history is outside).
-      const Node* value = input->pending ? input->pending.get() : nullptr;
-      if (!value && !input->is_lazy_view()) value = input->data_node.get();
-      if (!value && input->is_lazy_view() && input->view_cache_base == value_of(input->base)) {
-        value = input->view_cache.get();
-      }
-      bool is_captured = false;
-      for (size_t k = 0; k < captured.size(); k++) {
-        if (captured[k].get() == value) {
-          if (!found[k]) found[k] = input;
-          is_captured = true;
-        }
-      }
-      if (is_captured || input->scan_level < context->scan_depth) continue;
-      if (input->grad_fn && seen.insert(input->grad_fn.get()).second) {
-        stack.push_back(input->grad_fn.get());
-      }
-    }
+    for (const Tensor& input : node->inputs) visit(input);
   }
   return found;
 }
@@ -187,15 +196,31 @@ Tensor zeros_like_shape(Context* context, DType dtype, const Shape& shape) {
   return autograd::filled(context, 0, dtype, shape);
 }
 
+// Which xs get a gradient: those that need one and that the body reads. An
+// x the body ignores has none, as in eager mode, where nothing reaches it
+// (not zeros: an optimizer skips a parameter without a gradient).
+std::vector<bool> wanted_xs(const ScanBody& body, const std::vector<Tensor>& xs) {
+  std::vector<bool> want;
+  for (size_t k = 0; k < xs.size(); k++) {
+    want.push_back(autograd::needs_grad(xs[k]) &&
+                   body_reads(body, body.carries + static_cast<int>(k)));
+  }
+  return want;
+}
+
 // The gradients of a scan's inputs (carries, xs, captured values) from
 // the backward scan's results: initial-carry gradients, summed captured
-// gradients, then the xs' gradients.
-std::vector<Tensor> input_gradients(const std::vector<Tensor>& back, int nc,
+// gradients, then the xs' gradients. An initial carry the body never reads
+// gets none (as in eager mode).
+std::vector<Tensor> input_gradients(const ScanBody& body, const std::vector<Tensor>& back, int nc,
                                     const std::vector<bool>& want_x,
                                     const std::vector<Tensor>& captured_tensors) {
   std::vector<Tensor> result;
   size_t next = 0;
-  for (int k = 0; k < nc; k++) result.push_back(back[next++]);
+  for (int k = 0; k < nc; k++) {
+    const Tensor& g = back[next++];
+    result.push_back(body_reads(body, k) ? g : Tensor{});
+  }
   std::vector<Tensor> captured_grads;
   for (const Tensor& t : captured_tensors) captured_grads.push_back(t ? back[next++] : Tensor{});
   for (bool wanted : want_x) result.push_back(wanted ? back[next++] : Tensor{});
@@ -357,8 +382,7 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
   std::vector<autograd::Saved> saved_xs;
   for (const Tensor& x : xs) saved_xs.push_back(autograd::save(x));
   std::vector<NodeRef> forward_inputs = inputs;
-  std::vector<bool> want_x;
-  for (const Tensor& x : xs) want_x.push_back(autograd::needs_grad(x));
+  const std::vector<bool> want_x = wanted_xs(*body, xs);
   std::vector<DType> carry_dtypes;
   std::vector<Shape> carry_shapes, y_shapes;
   std::vector<DType> y_dtypes;
@@ -399,7 +423,7 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
     const std::vector<Tensor> back =
         backward_scan(context, *body, length, reverse, final_grads, sequences, x_values, y_grads,
                       captured, captured_tensors, want_x);
-    return input_gradients(back, nc, want_x, captured_tensors);
+    return input_gradients(*body, back, nc, want_x, captured_tensors);
   };
   give_grad_fn(results, node);
 }
@@ -421,8 +445,7 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
                                           const std::vector<Tensor>& xs, int64_t length,
                                           const ScanOptions& options) {
   const int nc = body0->carries, nx = body0->xs, ny = body0->ys;
-  std::vector<bool> want_x;
-  for (const Tensor& x : xs) want_x.push_back(autograd::needs_grad(x));
+  const std::vector<bool> want_x = wanted_xs(*body0, xs);
   std::vector<int> grad_captured;
   for (size_t k = 0; k < captured.size(); k++) {
     if (captured_tensors[k]) grad_captured.push_back(static_cast<int>(k));
@@ -538,7 +561,7 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
     }
     for (const NodeRef& n : backward_captured) b_inputs.push_back(n);
     const std::vector<Tensor> back = record_scan(context, backward, length, !reverse, b_inputs);
-    return input_gradients(back, nc, want_x, captured_tensors);
+    return input_gradients(*body0, back, nc, want_x, captured_tensors);
   };
   give_grad_fn(results, node);
   return results;

@@ -56,6 +56,10 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
 std::vector<Tensor> record_scan(Context* context, Ref<ScanBody> body, int64_t length, bool reverse,
                                 const std::vector<NodeRef>& inputs);
 
+// Whether the body reads its input `index` (a carry, an x slice or a
+// captured value): the body graph holds only what its outputs depend on.
+bool body_reads(const ScanBody& body, int index);
+
 // The body's outputs recomputed from `inputs` with autograd's ops, so that
 // gradients can flow through one iteration.
 std::vector<Tensor> replay(Context* context, const ScanBody& body,

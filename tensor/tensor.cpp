@@ -237,6 +237,11 @@ Array eager_target(const Tensor& self) {
   Array data =
       self->is_lazy_view() || self->pending ? observe(self, SyncCause::eager_op) : self->data;
   if (data.buffer) data.buffer.get()->version++;
+  // The memory gets a new value, so the owner needs a new node for it: the
+  // old parameter node may be shared (a clone is the same node) and, once a
+  // sync has bound a copy to it as its result, it would go on giving the
+  // value from before the write.
+  storage_owner(self)->data_node = NodeRef{};
   return data;
 }
 

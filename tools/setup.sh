@@ -3,6 +3,9 @@
 # Idempotent: installs only what is missing. Run as root (or with sudo).
 set -euo pipefail
 
+# build-essential brings GCC's sanitizer runtimes (libasan8, libubsan1) for
+# .ci/run's sanitizer build; the tests also use gzip and coreutils (timeout,
+# mkfifo, truncate), which every Debian system has.
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem

@@ -177,7 +177,7 @@ h.test("read_idx: several gzip members, bytes after them, a lying size", functio
   h.err(function() data.read_idx(temp("empty_member.idx.gz")) end, "is truncated: no IDX header")
   write_bytes(temp("empty.idx"), "")
   h.err(function() data.read_idx(temp("empty.idx")) end, "is truncated: no IDX header")
-  h.err(function() data.read_idx("/") end, "cannot read '/'")
+  h.err(function() data.read_idx("/") end, "'/' is a directory, not a regular file")
 end)
 
 h.test("read_idx: millions of elements, raw and gzip, every one converted", function()

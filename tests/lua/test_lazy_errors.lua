@@ -91,6 +91,34 @@ h.test("record-time errors from a function called in a loop name the op's line",
   end
 end)
 
+-- Max and min have no identity: reducing an empty tensor (or a 0-size dim
+-- that leaves results) is an error known from shapes alone, raised at the
+-- op's line when it is recorded, as in eager mode (lazy mode once raised it
+-- only when a value was read).
+h.test("max/min/argmax of nothing: record-time errors", function()
+  local e = tensor.zeros(4, 0)
+  local cases = {
+    {function() return e:max() end, "max: cannot reduce an empty tensor (shape [4, 0])"},
+    {function() return e:min() end, "min: cannot reduce an empty tensor (shape [4, 0])"},
+    {function() return e:argmax() end, "max: cannot reduce an empty tensor (shape [4, 0])"},
+    {function() return e:argmin(2) end, "min: cannot reduce dimension 2 of size 0"},
+    {function() return e:max(2) end, "max: cannot reduce dimension 2 of size 0"},
+    {function() return (e + 1):min(-1) end, "min: cannot reduce dimension 2 of size 0"},
+  }
+  local syncs_before = tensor.metrics().syncs
+  for i, case in ipairs(cases) do
+    local ok, msg = pcall(case[1])
+    assert(not ok, "case " .. i .. " did not raise")
+    contains(msg, case[2])
+    lacks(msg, "recorded at")
+  end
+  if LAZY then assert(tensor.metrics().syncs == syncs_before, "a record-time error synced") end
+  -- what has an identity, or leaves no result, is fine
+  h.check(e:sum(), "f32", 0)
+  h.check(e:max(1), "f32", {})
+  h.check(e:argmax(1), "i64", {})
+end)
+
 -- ---------------------------------------------------------------------------
 -- (b) Errors raised while running a graph
 

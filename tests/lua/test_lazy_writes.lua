@@ -312,6 +312,28 @@ h.test("aliasing: literal expectations", function()
   assert(tensor.is_tensor(view) and not tensor.is_tensor({}) and not tensor.is_tensor(3))
 end)
 
+-- A clone shares its source's node until one of them is written; writes
+-- that lazy mode does eagerly (through an expanded view, or in eager mode
+-- after tensor.set_eager) change the source's memory: later ops must read
+-- the new values, the clone the old ones. (The node bound to the clone's
+-- copy once stood for the source too, so `a + 100` read the old value.)
+h.test("a clone, then an eager write into its source", function()
+  local before = tensor.is_eager()
+  local a = tensor.new({-4, 6}, {dtype = "i32"})
+  local c = a:clone()
+  a:narrow(1, 1, 1):expand(1):sub_(a:narrow(1, 1, 1))
+  h.check(a + 100, "i32", {100, 106})
+  h.check(c, "i32", {-4, 6})
+  local d = a:clone()
+  h.check(d, "i32", {0, 6})  -- syncs d: its copy is bound to the shared node
+  tensor.set_eager(true)
+  a:add_(1)
+  tensor.set_eager(before)
+  h.check(a * 2, "i32", {2, 14})
+  h.check(d, "i32", {0, 6})
+  h.check(c, "i32", {-4, 6})
+end)
+
 diff("aliasing with results of earlier syncs", EXACT, function(obs)
   local a = tensor.arange(4):float()
   local b = a * 2

@@ -175,6 +175,43 @@ for _, case in ipairs(VIEW_CELLS) do
   end)
 end
 
+-- Which inputs get a gradient is eager mode's answer in every mode: a y
+-- computed from captured tensors alone keeps the captured tensors'
+-- gradient (lazy mode lost it: the whole y is a value from outside the
+-- loop), and an x or an initial carry the body never reads gets none, not
+-- zeros (an optimizer skips a parameter without a gradient).
+h.test("gradients of captured-only ys, and none for inputs the body ignores", function()
+  local function grads(body)
+    local b = tensor.new({1.0, 2.0, 3.0}):requires_grad(true)
+    local init = tensor.new({0.5, 0.25, 1.0}):requires_grad(true)
+    local xs = tensor.new({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}):requires_grad(true)
+    local carry, ys = tensor.scan(function(hh, x) return body(hh, x, b) end, init, xs)
+    ;(carry:sum() + ys:sum()):backward()
+    local function list(t) return t:grad() and t:grad():tolist() or "none" end
+    return {b = list(b), init = list(init), xs = list(xs)}
+  end
+  local cases = {
+    {"y = b * 2", function(hh, x, b) return hh + x, b * 2 end,
+     {b = {4, 4, 4}, init = {1, 1, 1}, xs = {{1, 1, 1}, {1, 1, 1}}}},
+    {"y = b through views", function(hh, x, b) return hh + x, b:unsqueeze(1):t():t():squeeze(1) end,
+     {b = {2, 2, 2}, init = {1, 1, 1}, xs = {{1, 1, 1}, {1, 1, 1}}}},
+    {"y = b itself", function(hh, x, b) return hh + x, b end,
+     {b = {2, 2, 2}, init = {1, 1, 1}, xs = {{1, 1, 1}, {1, 1, 1}}}},
+    {"x ignored", function(hh, x, b) return hh * b, hh end,
+     {b = {1.5, 1.25, 7}, init = {3, 7, 13}, xs = "none"}},
+    {"the carry ignored", function(hh, x, b) return x * b, x end,
+     {b = {4, 5, 6}, init = "none", xs = {{1, 1, 1}, {2, 3, 4}}}},
+  }
+  for _, case in ipairs(cases) do
+    local got = grads(case[2])
+    for _, name in ipairs({"b", "init", "xs"}) do
+      assert(h.show(got[name]) == h.show(case[3][name]),
+             string.format("%s: gradient of %s is %s, expected %s", case[1], name,
+                           h.show(got[name]), h.show(case[3][name])))
+    end
+  end
+end)
+
 gradcheck("scan gradient against finite differences", function(W, b, h0, xs)
   return rnn_loss(W, b, h0, xs)
 end, {values({3, 3}, -1, 1), values({3}, -1, 1), values({2, 3}, -1, 1), values({4, 2, 3}, -1, 1)})

@@ -269,7 +269,7 @@ TEST_F(CodegenRandom, RandomProgramsMatchTheInterpreter) {
   const int count = count_text ? std::atoi(count_text) : 200;
   if (const char* seed = std::getenv("LAZYLUA_TEST_SEED")) rng.seed(std::atoi(seed));
   int approximate = 0, kernels = 0, programs = 0;
-  int kinds[3] = {};
+  int kinds[5] = {};  // per Step::Kind: kernel, matmul, library, reference, scan
   for (int i = 0; i < count; i++) {
     RandomProgram random(context.get(), rng);
     const Recorded recorded = record(random.outputs());
@@ -280,10 +280,16 @@ TEST_F(CodegenRandom, RandomProgramsMatchTheInterpreter) {
                              fmt::format("random program {}", i));
     programs++;
     kernels += plan.kernel_count;
-    for (const Step& step : plan.steps) kinds[static_cast<int>(step.kind)]++;
+    for (const Step& step : plan.steps) {
+      const int kind = static_cast<int>(step.kind);
+      ASSERT_TRUE(kind >= 0 && kind < static_cast<int>(std::size(kinds))) << kind;
+      kinds[kind]++;
+    }
   }
-  std::printf("%d programs (%d approximate): %d kernels, %d BLAS and %d eager steps\n", programs,
-              approximate, kinds[0], kinds[1], kinds[2]);
+  std::printf(
+      "%d programs (%d approximate): %d kernels, %d matmul, %d library, %d reference and %d scan "
+      "steps\n",
+      programs, approximate, kinds[0], kinds[1], kinds[2], kinds[3], kinds[4]);
   EXPECT_GT(programs, count * 9 / 10);
   EXPECT_GT(kernels, programs);
 }

@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# test_hostile_files.sh - files chosen to break the readers: IDX files
+# (data.read_idx), CSV files (data.read_csv), gzip streams, checkpoints
+# (tensor.load) and the compiled-graph cache's entries, each truncated,
+# damaged, lying about their sizes, a gzip bomb, or replaced by a FIFO, a
+# symlink to /dev/zero, a directory or a terabyte-long sparse file. Every
+# case runs in its own process under a timeout and must end in a clear Lua
+# error naming the problem, or in the correct result: never a hang, a crash,
+# a sanitizer report or a silent wrong value.
+# Usage: bash test_hostile_files.sh /path/to/lazylua
+set -u
+lazylua=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # the cases run elsewhere
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+cases=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# Helpers every case's Lua code can use: dir (this test's directory),
+# expect_error(f, needle...), expect(got, want) on nested tables, and
+# checkpoint(table_bytes) building a checkpoint file with a valid checksum
+# around a serialized Table (the fields of interp/checkpoint.proto).
+cat > "$work/prelude.lua" <<'LUA'
+dir = os.getenv("HOSTILE_DIR")
+data = require "data"
+
+local function quit(message)
+  io.stderr:write(message, "\n")
+  os.exit(3)
+end
+
+function expect_error(f, ...)
+  local ok, message = pcall(f)
+  if ok then quit("expected an error, got a result: " .. tostring(message)) end
+  message = tostring(message)
+  for _, needle in ipairs({...}) do
+    if not message:find(needle, 1, true) then
+      quit(string.format("the message lacks %q: %s", needle, message:sub(1, 400)))
+    end
+  end
+  if #message > 600 then quit("a message of " .. #message .. " bytes: " .. message:sub(1, 200)) end
+  if message:find("[%z\1-\8\14-\31\127-\255]") then quit("unprintable bytes in the message") end
+end
+
+local function show(v)
+  if math.type(v) then return string.format("%.17g", v) end  -- 1 and 1.0 alike
+  if type(v) ~= "table" then return tostring(v) end
+  local parts = {}
+  for i = 1, #v do parts[i] = show(v[i]) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+function expect(got, want)
+  if show(got) ~= show(want) then quit("got " .. show(got) .. ", expected " .. show(want)) end
+end
+
+function write(name, bytes)
+  local f = assert(io.open(dir .. "/" .. name, "wb"))
+  f:write(bytes)
+  f:close()
+  return dir .. "/" .. name
+end
+
+function read(name)
+  local f = assert(io.open(dir .. "/" .. name, "rb"))
+  local bytes = f:read("a")
+  f:close()
+  return bytes
+end
+
+-- protobuf wire format
+function varint(n)
+  local out = {}
+  repeat
+    local byte = n & 0x7f
+    n = n >> 7  -- logical shift: negative int64s take ten bytes
+    out[#out + 1] = string.char(n ~= 0 and (byte | 0x80) or byte)
+  until n == 0
+  return table.concat(out)
+end
+function field(number, bytes) return varint(number << 3 | 2) .. varint(#bytes) .. bytes end
+function int_field(number, n) return varint(number << 3) .. varint(n) end
+
+local crc_table = {}
+for i = 0, 255 do
+  local c = i
+  for _ = 1, 8 do c = (c & 1) == 1 and (0xEDB88320 ~ (c >> 1)) or (c >> 1) end
+  crc_table[i] = c
+end
+local function crc32(bytes)
+  local c = 0xFFFFFFFF
+  for i = 1, #bytes do c = crc_table[(c ~ bytes:byte(i)) & 0xff] ~ (c >> 8) end
+  return c ~ 0xFFFFFFFF
+end
+
+-- A checkpoint whose payload is the serialized Table `table_bytes`.
+function checkpoint(table_bytes)
+  local magic = "lazylua-checkpoint"
+  return field(1, magic) .. int_field(2, 1) .. field(3, table_bytes) ..
+         varint(4 << 3 | 5) .. string.pack("<I4", crc32(magic .. table_bytes))
+end
+
+-- A Table of one entry "w" holding a tensor (dtype code, shape, data).
+function tensor_table(dtype, shape, bytes)
+  local packed = {}
+  for i, extent in ipairs(shape) do packed[i] = varint(extent) end
+  local tensor_data = int_field(1, dtype) .. field(2, table.concat(packed)) .. field(3, bytes)
+  local value = field(6, tensor_data)
+  return field(1, field(2, "w") .. field(3, value))
+end
+LUA
+
+# check NAME SECONDS LUA_CODE: runs the code in a fresh process; it must
+# finish in time and exit 0 (the helpers exit 3 on a wrong answer).
+check() {
+  local name=$1 limit=$2 code=$3
+  cases=$((cases + 1))
+  HOSTILE_DIR=$work timeout -k 5 "$limit" "$lazylua" -e "dofile('$work/prelude.lua')" -e "$code" \
+    > "$work/out" 2> "$work/err"
+  local status=$?
+  if [ $status -eq 124 ] || [ $status -eq 137 ]; then
+    fail "$name: no result within ${limit} s (a hang)"
+  elif [ $status -gt 128 ]; then
+    fail "$name: killed by signal $((status - 128)): $(tail -c 800 "$work/err")"
+  elif [ $status -ne 0 ]; then
+    fail "$name: exit $status: $(head -c 800 "$work/err")"
+  fi
+}
+
+# ---------------------------------------------------------------------------
+# IDX files (data.read_idx)
+
+cd "$work" || exit 1
+printf '\x00\x00\x08\x01\x00\x00\x00\x03\x07\x08\x09' > ok.idx
+gzip -c ok.idx > ok.idx.gz
+: > empty.idx
+printf '\x00\x00\x08\x02\x00\x00\x00\x03' > header_cut.idx
+printf '\x00\x00\x08\x01\x00\x00\x00\x05\x01\x02\x03' > data_cut.idx
+printf '\x00\x00\x08\x01\x00\x00\x00\x02\x01\x02\x03' > trailing.idx
+printf 'PK\x03\x04\x00\x00\x00\x00' > magic.idx
+printf '\x00\x00\x0a\x01\x00\x00\x00\x01\x01' > type.idx
+printf '\x00\x00\x08\x00' > rank0.idx
+printf '\x00\x00\x08\x09' > rank9.idx
+printf '\x00\x00\x08\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01' > huge_dims.idx
+printf '\x00\x00\x08\x02\x00\x01\x00\x00\x00\x01\x00\x00\x01\x02\x03' > four_giga.idx
+printf '\x00\x00\x08\x02\x00\x00\x00\x00\xff\xff\xff\xff' > zero_extent.idx
+printf '\x00\x00\x0d\x01\x00\x00\x00\x02\x7f\xc0\x00\x00\xff\x80\x00\x00' > nan_inf.idx
+size=$(stat -c %s ok.idx.gz)
+cp ok.idx.gz flipped.idx.gz
+printf '\xff' | dd of=flipped.idx.gz bs=1 seek=$((size / 2)) conv=notrunc status=none
+head -c $((size - 6)) ok.idx.gz > cut.idx.gz
+cp ok.idx.gz crc.idx.gz
+printf '\x00\x00\x00\x00' | dd of=crc.idx.gz bs=1 seek=$((size - 8)) conv=notrunc status=none
+cp ok.idx.gz isize.idx.gz
+printf '\xff\xff\xff\xff' | dd of=isize.idx.gz bs=1 seek=$((size - 4)) conv=notrunc status=none
+{ cat ok.idx.gz; printf 'not gzip'; } > after.idx.gz
+{ head -c 5 ok.idx | gzip -c; tail -c +6 ok.idx | gzip -c; } > members.idx.gz
+# gzip bombs behind a header announcing 3 bytes: 256 MiB of zeros in one
+# member, and 4 GiB in 64 members of 64 MiB
+{ cat ok.idx; head -c 256M /dev/zero; } | gzip -1 > bomb1.idx.gz
+head -c 64M /dev/zero | gzip -1 > zeros.gz
+{ cat ok.idx.gz; for _ in $(seq 64); do cat zeros.gz; done; } > bomb64.idx.gz
+rm zeros.gz
+mkfifo fifo.idx
+ln -s /dev/zero zero_link.idx
+mkdir dir.idx
+truncate -s 1T sparse.idx
+
+check "idx: a valid file" 20 'expect(data.read_idx(dir .. "/ok.idx"):tolist(), {7, 8, 9})'
+check "idx: a valid gzip file" 20 'expect(data.read_idx(dir .. "/ok.idx.gz"):tolist(), {7, 8, 9})'
+check "idx: an empty file" 20 'expect_error(function() data.read_idx(dir .. "/empty.idx") end, "is truncated: no IDX header")'
+check "idx: a cut header" 20 'expect_error(function() data.read_idx(dir .. "/header_cut.idx") end, "is truncated in its header")'
+check "idx: cut data" 20 'expect_error(function() data.read_idx(dir .. "/data_cut.idx") end, "announces 5 elements, the file holds 3")'
+check "idx: trailing data" 20 'expect_error(function() data.read_idx(dir .. "/trailing.idx") end, "has data after the 2 elements")'
+check "idx: a wrong magic number" 20 'expect_error(function() data.read_idx(dir .. "/magic.idx") end, "is not an IDX file")'
+check "idx: an unknown element type" 20 'expect_error(function() data.read_idx(dir .. "/type.idx") end, "unknown IDX element type 0x0a")'
+check "idx: no dimensions" 20 'expect_error(function() data.read_idx(dir .. "/rank0.idx") end, "has 0 dimensions")'
+check "idx: nine dimensions" 20 'expect_error(function() data.read_idx(dir .. "/rank9.idx") end, "has 9 dimensions")'
+check "idx: dims whose product overflows" 20 'expect_error(function() data.read_idx(dir .. "/huge_dims.idx") end, "data.read_idx")'
+check "idx: 2^32 elements announced, 3 held" 20 'expect_error(function() data.read_idx(dir .. "/four_giga.idx") end, "announces 4294967296 elements, the file holds 3")'
+check "idx: a 0 extent next to a huge one" 20 '
+  local t = data.read_idx(dir .. "/zero_extent.idx")
+  expect(t:size(), {0, 4294967295})
+  expect(t:numel(), 0)'
+check "idx: NaN and -inf stay what they are" 20 '
+  local v = data.read_idx(dir .. "/nan_inf.idx"):tolist()
+  assert(v[1] ~= v[1] and v[2] == -math.huge, "decoded " .. tostring(v[1]) .. ", " .. tostring(v[2]))'
+check "idx: a flipped byte in the gzip stream" 20 'expect_error(function() data.read_idx(dir .. "/flipped.idx.gz") end, "is corrupted or truncated")'
+check "idx: a cut gzip stream" 20 'expect_error(function() data.read_idx(dir .. "/cut.idx.gz") end, "is corrupted or truncated")'
+check "idx: a wrong gzip crc32" 20 'expect_error(function() data.read_idx(dir .. "/crc.idx.gz") end, "is corrupted or truncated")'
+check "idx: a wrong gzip length" 20 'expect_error(function() data.read_idx(dir .. "/isize.idx.gz") end, "is corrupted or truncated")'
+check "idx: bytes after the last gzip member are ignored (as gzip -d does)" 20 'expect(data.read_idx(dir .. "/after.idx.gz"):tolist(), {7, 8, 9})'
+check "idx: two gzip members" 20 'expect(data.read_idx(dir .. "/members.idx.gz"):tolist(), {7, 8, 9})'
+check "idx: a one-member gzip bomb" 20 'expect_error(function() data.read_idx(dir .. "/bomb1.idx.gz") end, "decompresses to more than the 11 bytes its content announces")'
+check "idx: a 64-member gzip bomb" 20 'expect_error(function() data.read_idx(dir .. "/bomb64.idx.gz") end, "decompresses to more than the 11 bytes its content announces")'
+check "idx: a FIFO (no writer)" 20 'expect_error(function() data.read_idx(dir .. "/fifo.idx") end, "is a FIFO, not a regular file")'
+check "idx: a symlink to /dev/zero" 20 'expect_error(function() data.read_idx(dir .. "/zero_link.idx") end, "is a device, not a regular file")'
+check "idx: /dev/null" 20 'expect_error(function() data.read_idx("/dev/null") end, "is a device, not a regular file")'
+check "idx: a directory" 20 'expect_error(function() data.read_idx(dir .. "/dir.idx") end, "is a directory, not a regular file")'
+check "idx: a missing file" 20 'expect_error(function() data.read_idx(dir .. "/missing.idx") end, "cannot open", "No such file")'
+check "idx: a sparse terabyte" 20 'expect_error(function() data.read_idx(dir .. "/sparse.idx") end, "data.read_idx", "cannot allocate")'
+check "idx: a /proc file (reads as empty)" 20 'expect_error(function() data.read_idx("/proc/self/status") end, "is not an IDX file")'
+rm -f bomb1.idx.gz bomb64.idx.gz sparse.idx
+
+# ---------------------------------------------------------------------------
+# CSV files (data.read_csv)
+
+printf '1,2\n3,4\n' > ok.csv
+gzip -c ok.csv > ok.csv.gz
+printf '\xef\xbb\xbfa,b\n1,2\n' > bom_header.csv
+printf '\xef\xbb\xbf1,2\n3,4\n' > bom.csv
+printf '1,2\r\n3,4\r\n' > crlf.csv
+printf '"a","b"\n1,2\n' > quoted_header.csv
+printf '"1","2"\n' > quoted_numbers.csv
+printf '"a,b",c\n1,2\n' > quoted_delimiter.csv
+head -c 20000000 /dev/zero | tr '\0' '9' > huge_number.csv
+head -c 20000000 /dev/zero | tr '\0' 'a' > huge_text.csv
+{ printf '1'; for _ in $(seq 1000); do printf ',1,1,1,1,1,1,1,1,1,1'; done; printf '\n'; } > wide.csv
+head -c 65536 "$lazylua" > binary.csv
+printf '1,2\x00\n' > nul.csv
+printf '1,2\n3\n' > ragged.csv
+: > empty.csv
+printf 'a,b\n' > header_only.csv
+gzip -c -n ok.csv > flipped.csv.gz  # -n: no name in the header, the data starts at byte 10
+printf '\xff' | dd of=flipped.csv.gz bs=1 seek=11 conv=notrunc status=none
+mkfifo fifo.csv
+ln -s /dev/zero zero_link.csv
+mkdir dir.csv
+
+check "csv: a valid file" 20 'expect(data.read_csv(dir .. "/ok.csv"):tolist(), {{1, 2}, {3, 4}})'
+check "csv: a valid gzip file" 20 'expect(data.read_csv(dir .. "/ok.csv.gz"):tolist(), {{1, 2}, {3, 4}})'
+check "csv: a byte order mark before a header" 20 '
+  local t, names = data.read_csv(dir .. "/bom_header.csv", {header = true})
+  expect(names, {"a", "b"})
+  expect(t:tolist(), {{1, 2}})'
+check "csv: a byte order mark before numbers" 20 'expect(data.read_csv(dir .. "/bom.csv"):tolist(), {{1, 2}, {3, 4}})'
+check "csv: CRLF line ends" 20 'expect(data.read_csv(dir .. "/crlf.csv"):tolist(), {{1, 2}, {3, 4}})'
+check "csv: quoted column names" 20 '
+  local t, names = data.read_csv(dir .. "/quoted_header.csv", {header = true})
+  expect(names, {"a", "b"})
+  expect(t:tolist(), {{1, 2}})'
+check "csv: quoted numbers are not numbers" 20 'expect_error(function() data.read_csv(dir .. "/quoted_numbers.csv") end, "line 1, column 1", "is not a number")'
+check "csv: a quoted delimiter in a name" 20 'expect_error(function() data.read_csv(dir .. "/quoted_delimiter.csv", {header = true}) end, "line 2: 2 values, expected 3")'
+check "csv: a 20 MB number" 20 'expect_error(function() data.read_csv(dir .. "/huge_number.csv") end, "is not a number", "(20000000 bytes)")'
+check "csv: a 20 MB word" 20 'expect_error(function() data.read_csv(dir .. "/huge_text.csv") end, "is not a number", "(20000000 bytes)")'
+check "csv: 10001 columns" 20 '
+  local t = data.read_csv(dir .. "/wide.csv")
+  expect(t:size(), {1, 10001})
+  expect(t:sum():item(), 10001.0)'
+check "csv: binary garbage" 20 'expect_error(function() data.read_csv(dir .. "/binary.csv") end, "data.read_csv", "line")'
+check "csv: a NUL byte in a cell" 20 'expect_error(function() data.read_csv(dir .. "/nul.csv") end, "column 2: ", "2\\x00", "is not a number")'
+check "csv: a short row" 20 'expect_error(function() data.read_csv(dir .. "/ragged.csv") end, "line 2: 1 values, expected 2")'
+check "csv: an empty file" 20 'expect(data.read_csv(dir .. "/empty.csv"):size(), {0, 0})'
+check "csv: a header only" 20 '
+  local t, names = data.read_csv(dir .. "/header_only.csv", {header = true})
+  expect(t:size(), {0, 2})
+  expect(names, {"a", "b"})'
+check "csv: a damaged gzip stream" 20 'expect_error(function() data.read_csv(dir .. "/flipped.csv.gz") end, "is corrupted or truncated")'
+check "csv: a FIFO (no writer)" 20 'expect_error(function() data.read_csv(dir .. "/fifo.csv") end, "is a FIFO, not a regular file")'
+check "csv: a symlink to /dev/zero" 20 'expect_error(function() data.read_csv(dir .. "/zero_link.csv") end, "is a device, not a regular file")'
+check "csv: a directory" 20 'expect_error(function() data.read_csv(dir .. "/dir.csv") end, "is a directory, not a regular file")'
+rm -f huge_number.csv huge_text.csv
+
+# ---------------------------------------------------------------------------
+# Checkpoints (tensor.load)
+
+mkfifo fifo.ckpt
+ln -s /dev/zero zero_link.ckpt
+mkdir dir.ckpt
+truncate -s 1T sparse.ckpt
+
+check "checkpoint: every truncation and every flipped byte is an error" 60 '
+  tensor.save(dir .. "/ok.ckpt", {w = tensor.arange(6):reshape(2, 3):float(), n = 3, s = "x"})
+  local bytes = read("ok.ckpt")
+  local loaded = tensor.load(dir .. "/ok.ckpt")
+  expect(loaded.w:tolist(), {{0, 1, 2}, {3, 4, 5}})
+  for length = 0, #bytes - 1 do
+    write("cut.ckpt", bytes:sub(1, length))
+    expect_error(function() tensor.load(dir .. "/cut.ckpt") end, "tensor.load")
+  end
+  for position = 1, #bytes do
+    write("flip.ckpt", bytes:sub(1, position - 1) .. string.char(bytes:byte(position) ~ 0xff) ..
+          bytes:sub(position + 1))
+    expect_error(function() tensor.load(dir .. "/flip.ckpt") end, "tensor.load")
+  end'
+check "checkpoint: a well-formed file of the right checksum parses (the test's encoder)" 20 '
+  write("made.ckpt", checkpoint(tensor_table(4, {2}, string.pack("<ff", 1.5, -2))))
+  expect(tensor.load(dir .. "/made.ckpt").w:tolist(), {1.5, -2.0})'
+check "checkpoint: a shape of 2^40 x 2^40" 20 '
+  write("huge.ckpt", checkpoint(tensor_table(4, {1 << 40, 1 << 40}, "")))
+  expect_error(function() tensor.load(dir .. "/huge.ckpt") end, "is corrupted", "too large")'
+check "checkpoint: an extent above the limit" 20 '
+  write("extent.ckpt", checkpoint(tensor_table(4, {1 << 62}, "")))
+  expect_error(function() tensor.load(dir .. "/extent.ckpt") end, "is corrupted")'
+check "checkpoint: a negative extent" 20 '
+  write("negative.ckpt", checkpoint(tensor_table(4, {-1}, "")))
+  expect_error(function() tensor.load(dir .. "/negative.ckpt") end, "is corrupted", "extent -1")'
+check "checkpoint: nine dimensions" 20 '
+  write("rank.ckpt", checkpoint(tensor_table(4, {1, 1, 1, 1, 1, 1, 1, 1, 1}, "\0\0\0\0")))
+  expect_error(function() tensor.load(dir .. "/rank.ckpt") end, "is corrupted", "9 dimensions")'
+check "checkpoint: fewer data bytes than the shape needs" 20 '
+  write("short.ckpt", checkpoint(tensor_table(4, {1 << 31}, "\0\0\0\0")))
+  expect_error(function() tensor.load(dir .. "/short.ckpt") end, "is corrupted", "4 bytes of tensor data")'
+check "checkpoint: an unknown dtype" 20 '
+  write("dtype.ckpt", checkpoint(tensor_table(99, {1}, "\0")))
+  expect_error(function() tensor.load(dir .. "/dtype.ckpt") end, "is corrupted", "unknown dtype code 99")'
+check "checkpoint: a bool tensor holding 2" 20 '
+  write("bool.ckpt", checkpoint(tensor_table(1, {2}, "\1\2")))
+  expect_error(function() tensor.load(dir .. "/bool.ckpt") end, "is corrupted", "bool tensor")'
+check "checkpoint: tables nested 500 deep" 20 '
+  local t = field(1, field(2, "x") .. field(3, field(5, "")))
+  for _ = 1, 500 do t = field(1, field(2, "x") .. field(3, field(5, t))) end
+  write("deep.ckpt", checkpoint(t))
+  expect_error(function() tensor.load(dir .. "/deep.ckpt") end, "is corrupted")'
+check "checkpoint: a string claiming 2^60 bytes" 20 '
+  local t = field(1, field(2, "x") .. varint(3 << 3 | 2) .. varint(1 << 60) .. "abc")
+  write("long.ckpt", checkpoint(t))
+  expect_error(function() tensor.load(dir .. "/long.ckpt") end, "is corrupted")'
+check "checkpoint: a FIFO" 20 'expect_error(function() tensor.load(dir .. "/fifo.ckpt") end, "is a FIFO")'
+check "checkpoint: a symlink to /dev/zero" 20 'expect_error(function() tensor.load(dir .. "/zero_link.ckpt") end, "is a device")'
+check "checkpoint: a directory" 20 'expect_error(function() tensor.load(dir .. "/dir.ckpt") end, "is a directory")'
+check "checkpoint: a sparse terabyte" 20 'expect_error(function() tensor.load(dir .. "/sparse.ckpt") end, "tensor.load", "larger than")'
+rm -f sparse.ckpt
+
+# ---------------------------------------------------------------------------
+# The compiled-graph cache: each entry of a filled cache replaced in turn;
+# the program must still give its result, and its entry be rebuilt.
+
+cat > program.lua <<'LUA'
+local a = tensor.arange(12):float():reshape(3, 4)
+local b = ((a * 0.5):exp() + a:t():sum(2)):sum(1)
+print(table.concat(b:tolist(), " "))
+LUA
+expected=$(LAZYLUA_EAGER=1 "$lazylua" program.lua)
+run_cached() {  # run_cached NAME: the program with the cache in ./cache
+  cases=$((cases + 1))
+  out=$(LAZYLUA_COMPILE=sync LAZYLUA_CACHE_DIR="$work/cache" timeout -k 5 60 "$lazylua" program.lua 2>&1)
+  local status=$?
+  if [ $status -ne 0 ]; then
+    fail "cache, $1: exit $status: $(echo "$out" | tail -c 800)"
+  elif ! awk -v a="$out" -v b="$expected" 'BEGIN {
+      n = split(a, x, " "); m = split(b, y, " "); if (n != m) exit 1;
+      for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-4 * (y[i] < 0 ? -y[i] : y[i]) + 1e-4) exit 1 }
+    }'; then
+    fail "cache, $1: printed '$out', eager mode '$expected'"
+  fi
+}
+run_cached "filling it"
+for kind in fifo devzero directory empty sparse garbage; do
+  for entry in cache/*.so cache/*.rec; do
+    [ -e "$entry" ] || [ -L "$entry" ] || continue
+    rm -rf "$entry"
+    case $kind in
+      fifo) mkfifo "$entry" ;;
+      devzero) ln -s /dev/zero "$entry" ;;
+      directory) mkdir "$entry" ;;
+      empty) : > "$entry" ;;
+      sparse) truncate -s 1T "$entry" ;;
+      garbage) head -c 4096 "$lazylua" > "$entry" ;;
+    esac
+  done
+  run_cached "every entry replaced by: $kind"
+done
+run_cached "after the repairs"
+
+if [ $failures -ne 0 ]; then
+  echo "test_hostile_files: $failures of $cases cases failed"
+  exit 1
+fi
+echo "test_hostile_files: $cases cases OK"
