@@ -67,7 +67,12 @@ bool to_value(lazylua_interpreter* interpreter, int index, lazylua_value* value,
 }
 
 const char* check_value(const lazylua_interpreter* interpreter, const lazylua_value& value) {
-  switch (value.type) {
+  // A C host may store any int in the enum: read its bytes as an int (in
+  // C++ loading an enum outside its range is undefined behaviour).
+  int type;
+  static_assert(sizeof type == sizeof value.type);
+  std::memcpy(&type, &value.type, sizeof type);
+  switch (type) {
     case LAZYLUA_TYPE_NIL:
     case LAZYLUA_TYPE_BOOLEAN:
     case LAZYLUA_TYPE_INTEGER:
@@ -79,7 +84,7 @@ const char* check_value(const lazylua_interpreter* interpreter, const lazylua_va
       if (!value.as.tensor || !value.as.tensor->tensor) return "null tensor";
       if (value.as.tensor->owner != interpreter) return "a tensor of another interpreter";
       return nullptr;
-    case LAZYLUA_TYPE_OTHER:
+    default:  // LAZYLUA_TYPE_OTHER, or no type at all
       break;
   }
   return "a value of unknown type";
