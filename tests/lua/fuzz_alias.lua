@@ -75,7 +75,8 @@ local function operand_value(env, x)
   return apply_chain(env[x.slot], x.chain)
 end
 
--- The base group of a slot (views share their base's exactness).
+-- The menu: each entry generates (and tries) one step, or returns false.
+-- Views share their base's info (exactness), as the values they show do.
 local MENU = {}
 local function menu(weight, name, f) MENU[#MENU + 1] = {weight = weight, name = name, f = f} end
 

@@ -276,8 +276,8 @@ end
 -- ---------------------------------------------------------------------------
 -- Replay and comparison
 
--- Strips a message's "file:line:" prefix: errors raised inside replays name
--- the generator's line, the same in every mode.
+-- Errors raised inside replays name the generator's line, the same in
+-- every mode: compared as they are.
 local function message(err) return tostring(err) end
 
 -- Replays `program` with tensor.set_eager(eager): observations (values
