@@ -3,14 +3,18 @@
 
 #include <dirent.h>
 #include <pwd.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <map>
+#include <vector>
 
 #include "compiler/cache_entry.pb.h"
 
@@ -106,7 +110,49 @@ bool built_for(const Library& library, uint64_t key) {
   return stored && *stored == key;
 }
 
+// Whether `name` is one of an entry's two files; *stem is the name without
+// its extension. Entries are named <16 hex>-<8 hex>.so and .rec (entry_stem).
+bool is_entry_file(const std::string& name, std::string* stem) {
+  const size_t dot = name.rfind('.');
+  if (dot != 16 + 1 + 8) return false;
+  const std::string extension = name.substr(dot);
+  if (extension != ".so" && extension != ".rec") return false;
+  for (size_t i = 0; i < dot; i++) {
+    const bool hex = std::isxdigit(static_cast<unsigned char>(name[i]));
+    if (i == 16 ? name[i] != '-' : !hex) return false;
+  }
+  *stem = name.substr(0, dot);
+  return true;
+}
+
+constexpr uint64_t kDefaultCacheBound = uint64_t{1} << 30;
+
 }  // namespace
+
+uint64_t cache_size_bound_from_environment() {
+  const char* text = std::getenv("LAZYLUA_CACHE_MAX");
+  if (!text || !*text) return kDefaultCacheBound;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long number = std::strtoull(text, &end, 10);
+  uint64_t scale = 1;
+  if (*end == 'K' || *end == 'k') scale = uint64_t{1} << 10;
+  if (*end == 'M' || *end == 'm') scale = uint64_t{1} << 20;
+  if (*end == 'G' || *end == 'g') scale = uint64_t{1} << 30;
+  if (scale != 1) end++;
+  uint64_t bytes = 0;
+  if (end == text || *end != '\0' || errno != 0 || !std::isdigit(static_cast<unsigned char>(*text)) ||
+      __builtin_mul_overflow(number, scale, &bytes)) {
+    static std::once_flag told;
+    std::call_once(told, [text] {
+      std::fprintf(stderr,
+                   "lazylua: LAZYLUA_CACHE_MAX=%s is not a size (such as 500M or 2G); using 1G\n",
+                   text);
+    });
+    return kDefaultCacheBound;
+  }
+  return bytes;
+}
 
 std::string default_cache_directory() {
   if (const char* chosen = std::getenv("LAZYLUA_CACHE_DIR"); chosen && *chosen) return chosen;
@@ -134,7 +180,8 @@ DiskCache& DiskCache::for_directory(const std::string& directory) {
   return *cache;
 }
 
-DiskCache::DiskCache(std::string directory) : directory_(std::move(directory)) {
+DiskCache::DiskCache(std::string directory, uint64_t max_bytes)
+    : directory_(std::move(directory)), max_bytes_(max_bytes) {
   try {
     while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
     if (directory_.empty()) {
@@ -216,7 +263,10 @@ std::shared_ptr<Library> DiskCache::load(uint64_t key) {
     if (!library || !built_for(*library, key)) {
       library.reset();
       remove_entry(key);
+      return nullptr;
     }
+    // Used now: the size bound evicts the entries unused the longest.
+    utimensat(AT_FDCWD, (stem + ".rec").c_str(), nullptr, 0);
     return library;
   } catch (const std::exception&) {  // bad_alloc: a miss
     return nullptr;
@@ -277,8 +327,9 @@ std::shared_ptr<Library> DiskCache::build(uint64_t key, const std::string& sourc
     record.set_created_unix_seconds(static_cast<int64_t>(std::time(nullptr)));
     std::string record_bytes;
     // Best effort: without its record the object is a miss, rebuilt next time.
-    if (record.SerializeToString(&record_bytes)) {
-      write_file_atomically(stem + ".rec", record_bytes, &write_error);
+    if (record.SerializeToString(&record_bytes) &&
+        write_file_atomically(stem + ".rec", record_bytes, &write_error)) {
+      enforce_size_bound(object.size() + record_bytes.size());
     }
     return library;
   } catch (const std::exception& exception) {
@@ -304,6 +355,64 @@ void DiskCache::remove_stale_temporaries() const {
     }
   }
   closedir(listing);
+}
+
+void DiskCache::enforce_size_bound(uint64_t added_bytes) {
+  if (max_bytes_ == 0) return;
+  std::lock_guard lock(size_mutex_);
+  if (known_bytes_ >= 0) {
+    known_bytes_ += static_cast<int64_t>(added_bytes);
+    if (static_cast<uint64_t>(known_bytes_) <= max_bytes_) return;
+  }
+  struct Entry {
+    uint64_t bytes = 0;
+    timespec last_used{};  // the record's mtime; an object alone: its own
+    bool has_record = false;
+  };
+  std::map<std::string, Entry> entries;
+  DIR* listing = opendir(directory_.c_str());
+  if (!listing) return;
+  while (const dirent* found = readdir(listing)) {
+    std::string stem;
+    const std::string name = found->d_name;
+    if (!is_entry_file(name, &stem)) continue;
+    struct stat info;
+    if (lstat((directory_ + "/" + name).c_str(), &info) != 0) continue;
+    Entry& entry = entries[stem];
+    entry.bytes += static_cast<uint64_t>(info.st_size);
+    const bool record = name.back() == 'c';
+    if (record || !entry.has_record) entry.last_used = info.st_mtim;
+    entry.has_record = entry.has_record || record;
+  }
+  closedir(listing);
+  uint64_t total = 0;
+  std::vector<std::pair<timespec, std::string>> by_age;
+  for (const auto& [stem, entry] : entries) {
+    total += entry.bytes;
+    by_age.push_back({entry.last_used, stem});
+  }
+  // Down to 90%, so that the next few builds do not each rescan.
+  const uint64_t target = max_bytes_ - max_bytes_ / 10;
+  if (total > max_bytes_) {
+    std::sort(by_age.begin(), by_age.end(), [](const auto& a, const auto& b) {
+      return a.first.tv_sec != b.first.tv_sec ? a.first.tv_sec < b.first.tv_sec
+                                              : a.first.tv_nsec < b.first.tv_nsec;
+    });
+    const time_t now = std::time(nullptr);
+    for (const auto& [last_used, stem] : by_age) {
+      if (total <= target) break;
+      const Entry& entry = entries[stem];
+      // An object without a record may be another process's build between
+      // its two renames: only an old one is abandoned.
+      if (!entry.has_record && now - last_used.tv_sec < kStaleTemporarySeconds) continue;
+      // Record first, as in remove_entry: an object without one is a miss.
+      // A process that has the object loaded keeps its mapping.
+      unlink((directory_ + "/" + stem + ".rec").c_str());
+      unlink((directory_ + "/" + stem + ".so").c_str());
+      total -= entry.bytes;
+    }
+  }
+  known_bytes_ = static_cast<int64_t>(total);
 }
 
 }  // namespace lazylua::compiler

@@ -24,6 +24,9 @@
 //   mismatch from any other cause is detected by the next load and rebuilt.
 // - A directory that cannot be created or written disables the disk cache:
 //   load() misses, build() builds in a private temporary directory.
+// - The directory is bounded (LAZYLUA_CACHE_MAX, default 1 GiB): when a build
+//   takes it past the bound, the least recently used entries (by the mtime
+//   of their record, which load() touches) go until it is under 90% of it.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,11 @@ constexpr uint32_t kCacheFormatVersion = 1;
 // "" if none can be named (no HOME).
 std::string default_cache_directory();
 
+// LAZYLUA_CACHE_MAX in bytes: a number with an optional K, M or G suffix
+// (powers of 1024); 0 means no bound. Unset or unreadable: 1 GiB (an
+// unreadable value is said once on stderr).
+uint64_t cache_size_bound_from_environment();
+
 class DiskCache {
  public:
   // The process's cache, in default_cache_directory(). Thread-safe.
@@ -52,7 +60,8 @@ class DiskCache {
 
   // A cache in `directory`, created (mkdir -p, mode 0700) if missing; ""
   // gives a disabled cache. Tests make their own; everyone else uses instance().
-  explicit DiskCache(std::string directory);
+  explicit DiskCache(std::string directory,
+                     uint64_t max_bytes = cache_size_bound_from_environment());
   DiskCache(const DiskCache&) = delete;
   DiskCache& operator=(const DiskCache&) = delete;
 
@@ -81,11 +90,20 @@ class DiskCache {
   std::string entry_stem(uint64_t key) const;
   void remove_entry(uint64_t key) const;
   void remove_stale_temporaries() const;
+  // Called after a build added `added_bytes`: evicts old entries when the
+  // directory is past max_bytes_.
+  void enforce_size_bound(uint64_t added_bytes);
 
   std::string directory_;
   bool enabled_ = false;
   std::string why_disabled_;
   std::once_flag stale_cleanup_;
+  uint64_t max_bytes_;  // 0: unbounded
+  std::mutex size_mutex_;
+  // The directory's entry bytes as of our last scan plus our builds since;
+  // -1 before the first scan. Other processes' builds are seen at the next
+  // scan, which happens whenever this estimate passes the bound.
+  int64_t known_bytes_ = -1;
 };
 
 }  // namespace lazylua::compiler

@@ -3,6 +3,7 @@
 // turns the cache off, and concurrent builders of one key all succeed.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -389,6 +390,56 @@ TEST_F(DiskCacheTest, StaleTemporariesAreRemovedOnFirstBuild) {
   expect_adds(cache.build(kKey + 7, kSource, "add", &error));
   EXPECT_FALSE(fs::exists(stale));
   EXPECT_TRUE(fs::exists(fresh));
+}
+
+TEST_F(DiskCacheTest, SizeBoundEvictsTheLeastRecentlyUsedEntries) {
+  constexpr uint64_t kKeys[] = {0x1111, 0x2222, 0x3333, 0x4444};
+  DiskCache unbounded(directory_, 0);
+  std::string error;
+  for (int i = 0; i < 3; i++) ASSERT_TRUE(unbounded.build(kKeys[i], kSource, "add", &error));
+  const auto entry_bytes = [&](uint64_t key) {
+    return fs::file_size(unbounded.object_path(key)) + fs::file_size(unbounded.record_path(key));
+  };
+  const uint64_t one = entry_bytes(kKeys[0]);
+  EXPECT_EQ(entry_bytes(kKeys[1]), one);
+  // Records dated 100, 200 and 300 s after the epoch; then entry 0 is used.
+  for (int i = 0; i < 3; i++) {
+    const timespec times[2] = {{100 * (i + 1), 0}, {100 * (i + 1), 0}};
+    ASSERT_EQ(utimensat(AT_FDCWD, unbounded.record_path(kKeys[i]).c_str(), times, 0), 0);
+  }
+  expect_adds(unbounded.load(kKeys[0]));
+
+  // Room for 3.5 entries: the 4th build passes the bound, and eviction goes
+  // down to 90% of it (3.15 entries), so exactly the oldest goes: entry 1.
+  DiskCache bounded(directory_, one * 7 / 2);
+  ASSERT_TRUE(bounded.build(kKeys[3], kSource, "add", &error));
+  EXPECT_TRUE(fs::exists(bounded.record_path(kKeys[0])));
+  EXPECT_FALSE(fs::exists(bounded.record_path(kKeys[1])));
+  EXPECT_FALSE(fs::exists(bounded.object_path(kKeys[1])));
+  EXPECT_TRUE(fs::exists(bounded.record_path(kKeys[2])));
+  EXPECT_TRUE(fs::exists(bounded.object_path(kKeys[3])));
+  expect_adds(bounded.load(kKeys[2]));
+  EXPECT_EQ(bounded.load(kKeys[1]), nullptr);
+}
+
+TEST(DiskCache, SizeBoundIsReadFromTheEnvironment) {
+  const char* before = std::getenv("LAZYLUA_CACHE_MAX");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  unsetenv("LAZYLUA_CACHE_MAX");
+  EXPECT_EQ(cache_size_bound_from_environment(), uint64_t{1} << 30);
+  const std::pair<const char*, uint64_t> cases[] = {
+      {"0", 0},       {"4096", 4096}, {"500M", 500ull << 20}, {"2G", 2ull << 30},
+      {"64k", 65536}, {"junk", 1ull << 30}, {"-5", 1ull << 30}, {"5T", 1ull << 30},
+      {"99999999999G", 1ull << 30}};
+  for (const auto& [text, bytes] : cases) {
+    setenv("LAZYLUA_CACHE_MAX", text, 1);
+    EXPECT_EQ(cache_size_bound_from_environment(), bytes) << text;
+  }
+  if (saved) {
+    setenv("LAZYLUA_CACHE_MAX", saved->c_str(), 1);
+  } else {
+    unsetenv("LAZYLUA_CACHE_MAX");
+  }
 }
 
 TEST(DiskCache, DefaultDirectoryFollowsTheEnvironment) {
