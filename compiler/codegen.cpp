@@ -243,9 +243,16 @@ std::string KernelWriter::node_code(int id) {
       value = select_code(node.dtype, condition, a, b);
       break;
     }
-    case Op::cast:
+    case Op::cast: {
       value = c_convert(input_dtype(0), node.dtype, input(0));
-      break;
+      const DType from = input_dtype(0);
+      if (!is_floating(from) || is_floating(node.dtype) || node.dtype == DType::boolean) break;
+      // A value with no integer value is an error, as in eager mode.
+      const std::string fits = fmt::format("ll_{}_fits_{}({})", dtype_name(from),
+                                           dtype_name(node.dtype), input(0));
+      return flag(node.instruction, KernelError::no_integer_value, "!" + fits) +
+             fmt::format("const {} {} = {};\n", type, name, value);
+    }
     case Op::clamp:
       return clamp_code(id);
     default:

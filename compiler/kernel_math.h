@@ -398,10 +398,15 @@ LL_MATH int64_t ll_mod_i64(int64_t a, int64_t b) {
   int64_t d = b == -1 ? 1 : b, m = a % d;
   return (m != 0) & ((m ^ d) < 0) ? m + d : m;
 }
-/* Float -> int, truncating; NaN, +-inf and out-of-range values give 0. */
-LL_MATH int32_t ll_f32_to_i32(float x) { return (int32_t)llm_self((x >= -0x1p31f) & (x < 0x1p31f), x, 0); }
-LL_MATH int64_t ll_f32_to_i64(float x) { return (int64_t)llm_self((x >= -0x1p63f) & (x < 0x1p63f), x, 0); }
-LL_MATH int32_t ll_f64_to_i32(double x) { return (int32_t)llm_seld((x > -0x1p31 - 1) & (x < 0x1p31), x, 0); }
-LL_MATH int64_t ll_f64_to_i64(double x) { return (int64_t)llm_seld((x >= -0x1p63) & (x < 0x1p63), x, 0); }
+/* Float -> int, truncating: ll_F_fits_I says whether the truncation is a value of I (false for
+ * NaN and +-inf); ll_F_to_I gives 0 where it is not (a cast then raises an error). */
+LL_MATH int ll_f32_fits_i32(float x) { return (x >= -0x1p31f) & (x < 0x1p31f); }
+LL_MATH int ll_f32_fits_i64(float x) { return (x >= -0x1p63f) & (x < 0x1p63f); }
+LL_MATH int ll_f64_fits_i32(double x) { return (x > -0x1p31 - 1) & (x < 0x1p31); }
+LL_MATH int ll_f64_fits_i64(double x) { return (x >= -0x1p63) & (x < 0x1p63); }
+LL_MATH int32_t ll_f32_to_i32(float x) { return (int32_t)llm_self(ll_f32_fits_i32(x), x, 0); }
+LL_MATH int64_t ll_f32_to_i64(float x) { return (int64_t)llm_self(ll_f32_fits_i64(x), x, 0); }
+LL_MATH int32_t ll_f64_to_i32(double x) { return (int32_t)llm_seld(ll_f64_fits_i32(x), x, 0); }
+LL_MATH int64_t ll_f64_to_i64(double x) { return (int64_t)llm_seld(ll_f64_fits_i64(x), x, 0); }
 
 #endif /* LAZYLUA_KERNEL_MATH_H */

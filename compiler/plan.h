@@ -35,6 +35,7 @@ enum class KernelError : int {
   integer_modulo_by_zero = 2,
   index_out_of_range = 3,      // gather, index_select, scatter_add
   negative_integer_power = 4,  // an integer to a negative power (base not 1 or -1)
+  no_integer_value = 5,        // a cast of NaN, +-inf or out-of-range floats to an integer
 };
 constexpr int error_code(int instruction, KernelError error) {
   return (instruction + 1) * 8 + static_cast<int>(error);

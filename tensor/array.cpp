@@ -15,10 +15,15 @@ Buffer::Buffer(size_t nbytes) : data_(nullptr), nbytes_(nbytes) {
     // Dead tensors the Lua collector has not freed yet may be what stands
     // in the way: try_charge_or_reclaim collects them first.
     if (!budget->try_charge_or_reclaim(static_cast<int64_t>(nbytes))) {
+      // The total says whether this one tensor is too big or the live ones
+      // (the Lua heap counted too) leave no room for it.
+      const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; };
+      const int64_t used = budget->used();
       fail(
-          "not enough memory: a tensor of {} bytes exceeds the interpreter's memory limit of {} "
-          "bytes",
-          nbytes, budget->limit());
+          "not enough memory: a tensor of {:.1f} MiB would bring the interpreter to {:.1f} MiB, "
+          "past its memory limit of {:.1f} MiB ({:.1f} MiB in use)",
+          mib(static_cast<int64_t>(nbytes)), mib(used + static_cast<int64_t>(nbytes)),
+          mib(budget->limit()), mib(used));
     }
     budget_ = budget;
   }

@@ -304,10 +304,22 @@ Array clamp(const Array& a, std::optional<Scalar> low, std::optional<Scalar> hig
   return out;
 }
 
+// A float value with no integer value (NaN, +-inf, beyond the range) is an
+// error when converted to an integer dtype, as in Lua (`3.5 // 0 | 0`), not
+// a silent 0. Compiled kernels raise it too (KernelError::no_integer_value).
+void check_integer_values(const Array& source, DType to, const char* op) {
+  if (const std::optional<double> bad = first_without_integer_value(source, to)) {
+    fail("{}: {} has no {} value (NaN, infinite or out of range)", op,
+         std::isnan(*bad) ? "nan" : fmt::format("{}", *bad), dtype_name(to));
+  }
+}
+
 Array cast(const Array& a, DType dtype) {
   if (a.dtype == dtype) return a;
   Array out = Array::empty(a.shape, dtype);
-  if (!in_meta_scope()) copy_kernel(a, out);
+  if (in_meta_scope()) return out;
+  check_integer_values(a, dtype, "cast");
+  copy_kernel(a, out);
   return out;
 }
 
@@ -352,6 +364,16 @@ void clamp_(const Array& self, std::optional<Scalar> low, std::optional<Scalar> 
 
 void fill_(const Array& self, Scalar value) {
   check_writable(self, "fill_");
+  if (!value.is_integer && !is_floating(self.dtype) && self.dtype != DType::boolean) {
+    const double v = value.value;  // the bounds of fits_integer, in double
+    const bool fits = self.dtype == DType::i32 ? v > -0x1p31 - 1 && v < 0x1p31
+                                               : v >= -0x1p63 && v < 0x1p63;
+    if (!fits) {
+      fail("fill_: {} has no {} value (NaN, infinite or out of range)",
+           std::isnan(v) ? "nan" : fmt::format("{}", v),
+           dtype_name(self.dtype));
+    }
+  }
   if (value.is_integer && !is_floating(self.dtype)) {
     if (!in_meta_scope()) fill_kernel_int(self, value.integer);
   } else {
@@ -362,7 +384,9 @@ void fill_(const Array& self, Scalar value) {
 void copy_(const Array& self, const Array& source) {
   check_writable(self, "copy_");
   check_broadcasts_to(source.shape, self.shape, "copy_");
-  if (!in_meta_scope()) copy_kernel(detach_overlap(source, self), self);
+  if (in_meta_scope()) return;
+  check_integer_values(source, self.dtype, "copy_");
+  copy_kernel(detach_overlap(source, self), self);
 }
 
 }  // namespace lazylua::ops

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "elementwise_loops.h"
@@ -54,6 +55,17 @@ bool binary_is_comparison(BinaryOp op) {
 namespace elementwise {
 namespace {
 
+// Whether float x truncated toward zero is a value of integer type To: iff
+// low - 1 < x < -low, with low = To's minimum (a power of two, exact in
+// From). When low - 1 is not representable in From, no From lies strictly
+// between it and low: test x >= low. False for NaN and +-inf.
+template <typename To, typename From>
+inline bool fits_integer(From x) {
+  constexpr From low = static_cast<From>(std::numeric_limits<To>::min());
+  constexpr bool low_minus_one_exact = low - From{1} != low;
+  return (low_minus_one_exact ? x > low - From{1} : x >= low) && x < -low;
+}
+
 // One element of From as To (both storage types; uint8_t is bool):
 //   anything -> bool is x != 0 (NaN is true); bool -> number is 0 or 1;
 //   float -> int truncates toward zero, and a value whose truncation does
@@ -68,13 +80,7 @@ inline To convert(From x) {
   } else if constexpr (std::is_same_v<From, uint8_t>) {
     return static_cast<To>(x != 0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    // The truncation fits iff low - 1 < x < -low, with low = To's minimum
-    // (a power of two, exact in From). When low - 1 is not representable
-    // in From, no From lies strictly between it and low: test x >= low.
-    constexpr From low = static_cast<From>(std::numeric_limits<To>::min());
-    constexpr bool low_minus_one_exact = low - From{1} != low;
-    const bool fits = (low_minus_one_exact ? x > low - From{1} : x >= low) && x < -low;
-    const From safe = fits ? x : From{0};  // a select, so the loop still vectorizes
+    const From safe = fits_integer<To>(x) ? x : From{0};  // a select: the loop still vectorizes
     return static_cast<To>(safe);
   } else {
     return static_cast<To>(x);
@@ -377,6 +383,39 @@ void fill_kernel_int(const Array& dst, int64_t value) {
 void arange_kernel(const Array& dst, double start, double step) {
   LAZYLUA_ASSERT(dst.rank() == 1 && (dst.numel() <= 1 || dst.strides[0] == 1));
   visit_storage(dst.dtype, [&](auto type) { arange_loop<decltype(type)>(dst, start, step); });
+}
+
+std::optional<double> first_without_integer_value(const Array& src, DType to) {
+  if (!is_floating(src.dtype) || is_floating(to) || to == DType::boolean) return std::nullopt;
+  std::optional<double> found;
+  const auto scan = [&](auto from, auto integer) {
+    using From = decltype(from);
+    using To = decltype(integer);
+    find_row(src, [&](const char* pointer, int64_t stride, int64_t count) {
+      // Branch-free blocks, as row_has; the value is looked up only once found.
+      constexpr int64_t kBlock = 1024;
+      for (int64_t start = 0; start < count; start += kBlock) {
+        const int64_t end = std::min(count, start + kBlock);
+        uint8_t bad = 0;
+        for (int64_t i = start; i < end; ++i)
+          bad |= static_cast<uint8_t>(!fits_integer<To>(load_at<From>(pointer, i, stride)));
+        if (!bad) continue;
+        for (int64_t i = start; i < end && !found; ++i) {
+          const From x = load_at<From>(pointer, i, stride);
+          if (!fits_integer<To>(x)) found = static_cast<double>(x);
+        }
+        return true;
+      }
+      return false;
+    });
+  };
+  const auto for_target = [&](auto from) {
+    if (to == DType::i32) scan(from, int32_t{});
+    if (to == DType::i64) scan(from, int64_t{});
+  };
+  if (src.dtype == DType::f32) for_target(float{});
+  if (src.dtype == DType::f64) for_target(double{});
+  return found;
 }
 
 bool any_nonzero(const Array& a) {

@@ -4,6 +4,8 @@
 // and fast on contiguous data (vectorized, threaded past kElementwiseGrain).
 #pragma once
 
+#include <optional>
+
 #include "../array.h"
 
 namespace lazylua {
@@ -132,6 +134,12 @@ void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, doub
 // true); bool -> number is 0/1; int -> narrower int wraps; f64 -> f32
 // rounds (beyond f32's range: +-inf). src and dst may have any strides.
 void copy_kernel(const Array& src, const Array& dst);
+
+// The first element of float `src` (in storage order of its rows) whose
+// truncation is not a value of integer dtype `to`: NaN, +-inf or out of
+// range. nullopt when all fit, or when src is not float or `to` is not an
+// integer dtype.
+std::optional<double> first_without_integer_value(const Array& src, DType to);
 
 // Every element of dst (any strides) set to value converted to dst's dtype
 // (by copy_kernel's rules).

@@ -2,7 +2,8 @@
 -- and now give the right one or a clear error (and leave the process
 -- usable): integer numbers beyond i32 against i32 tensors, booleans in
 -- arithmetic, index_add with a narrower src, CSV integers beyond i32 or
--- 2^53, a DataLoader batch larger than the data, NaN clamp bounds.
+-- 2^53, a DataLoader batch larger than the data, NaN clamp bounds, NaN or
+-- infinite floats converted to integers.
 local h = dofile("helpers.lua")
 local data = require "data"
 
@@ -99,6 +100,38 @@ h.test("LAZYLUA_EAGER takes booleans in words; anything else is said and is off"
   for _, off in ipairs({"0", "false", "No", "off", ""}) do h.eq(mode(off), "false") end
   local said = mode("maybe")
   assert(said:find("LAZYLUA_EAGER=maybe is not", 1, true) and said:find("false$"), said)
+end)
+
+h.test("a float with no integer value is an error when converted to an integer dtype", function()
+  local nan, inf = 0 / 0, math.huge
+  for _, case in ipairs({
+    {nan, "i32", "cast: nan has no i32 value"}, {inf, "i32", "cast: inf has no i32 value"},
+    {-inf, "i64", "cast: -inf has no i64 value"}, {3e10, "i32", "cast: 30000001024 has no i32 value"},
+    {2147483648, "i32", "has no i32 value"}, {-1e19, "i64", "has no i64 value"},
+  }) do
+    local value, dtype, message = case[1], case[2], case[3]
+    -- Behind a fused op too, so that compiled code is checked, not only a copy.
+    local f = tensor.new({1.5, value, -2.5})
+    h.err(function() return (f * 1):to(dtype):tolist() end, message)
+    h.err(function() return f:to(dtype):tolist() end, message)
+    -- copy_ into an integer tensor converts, and checks, likewise.
+    h.err(function()
+      local t = tensor.zeros(3, {dtype = dtype})
+      t:copy_(f + 0)
+      return t:tolist()
+    end, "has no " .. dtype .. " value")
+  end
+  h.err(function() tensor.zeros(2, {dtype = "i32"}):fill_(nan) end, "fill_: nan has no i32 value")
+  h.err(function() tensor.zeros(2, {dtype = "i64"}):fill_(1e19) end, "fill_: 1e+19 has no i64 value")
+  -- In range: truncation toward zero, as before, up to the edges of the type.
+  h.eq(tensor.new({2.9, -2.9, -2147483648.5}, {dtype = "f64"}):to("i32"):tolist(),
+    {2, -2, -2147483648})
+  h.eq((tensor.new({2147483520, 0.5}) * 1):to("i32"):tolist(), {2147483520, 0})
+  h.eq(tensor.new({-2 ^ 63}, {dtype = "f64"}):long():tolist(), {math.mininteger})
+  local t = tensor.zeros(2, {dtype = "i32"})
+  t:fill_(7.9)
+  h.eq(t:tolist(), {7, 7})
+  h.eq(tensor.new({nan, 0}):to("bool"):tolist(), {true, false})
 end)
 
 h.test("a value too large for the machine fails where it is recorded, in every mode", function()
