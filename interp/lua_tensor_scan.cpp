@@ -1,6 +1,7 @@
 // lua_tensor_scan.cpp - tensor.scan: the Lua side (nested tables, error
 // messages with paths) is stdlib/tensor_scan.lua; this is its primitive,
-// tensor._scan(body, init, xs, length, reverse, recompute), over flat lists.
+// tensor._scan(body, init, xs, length, reverse, recompute, where), over flat
+// lists; `where` ("file:line: ") is the user's call, prefixed to errors.
 #include <exception>
 
 #include "interp/lua_tensor_internal.h"
@@ -92,7 +93,12 @@ int scan_primitive(lua_State* L) {
     luaL_unref(L, LUA_REGISTRYINDEX, error_ref);
     return lua_error(L);
   }
-  luaL_where(L, 1);
+  // The user's line, not this C function's (which has none).
+  if (lua_type(L, 7) == LUA_TSTRING) {
+    lua_pushvalue(L, 7);
+  } else {
+    luaL_where(L, 1);
+  }
   lua_pushstring(L, message);
   lua_concat(L, 2);
   return lua_error(L);

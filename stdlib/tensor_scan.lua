@@ -29,19 +29,18 @@ end
 
 -- The leaves (tensors) of value in a fixed order, their paths, and the
 -- structure to rebuild it: true for a tensor, else a list of {key, spec}.
-local function flatten(value, path, leaves, paths, level)
+local function flatten(value, path, leaves, paths, raise)
   if tensor.is_tensor(value) then
     leaves[#leaves + 1] = value
     paths[#paths + 1] = path
     return true
   end
   if type(value) ~= "table" then
-    error(string.format("scan: %s is a %s; expected a tensor or a table of tensors", path,
-      type(value)), level + 1)
+    raise(string.format("scan: %s is a %s; expected a tensor or a table of tensors", path, type(value)))
   end
   local spec = {}
   for _, key in ipairs(sorted_keys(value)) do
-    spec[#spec + 1] = {key, flatten(value[key], child_path(path, key), leaves, paths, level + 1)}
+    spec[#spec + 1] = {key, flatten(value[key], child_path(path, key), leaves, paths, raise)}
   end
   return spec
 end
@@ -71,31 +70,37 @@ local function describe(t)
 end
 
 function M.scan(fn, init, xs, options)
-  if type(fn) ~= "function" then error("scan: the body must be a function", 2) end
+  -- The user's line: tensor.scan is a C function (which loads this file)
+  -- calling this one, so errors name level 4 from error's own caller, pcall.
+  -- Every error below, including those found in the body's results after it
+  -- returned (its own errors carry their own lines), is reported there.
+  local where = select(2, pcall(error, "", 4))
+  local function raise(message) error(where .. message, 0) end
+  if type(fn) ~= "function" then raise("scan: the body must be a function") end
   options = options or {}
-  if type(options) ~= "table" then error("scan: options must be a table", 2) end
+  if type(options) ~= "table" then raise("scan: options must be a table") end
   for key in pairs(options) do
     if key ~= "reverse" and key ~= "length" and key ~= "recompute" then
-      error("scan: unknown option '" .. tostring(key) .. "' (options: reverse, length, recompute)", 2)
+      raise("scan: unknown option '" .. tostring(key) .. "' (options: reverse, length, recompute)")
     end
   end
   local init_leaves, init_paths = {}, {}
-  local init_spec = flatten(init, "init", init_leaves, init_paths, 2)
+  local init_spec = flatten(init, "init", init_leaves, init_paths, raise)
   local x_leaves, x_paths, x_spec = {}, {}, nil
-  if xs ~= nil then x_spec = flatten(xs, "xs", x_leaves, x_paths, 2) end
+  if xs ~= nil then x_spec = flatten(xs, "xs", x_leaves, x_paths, raise) end
   local length, length_path = options.length, "options.length"
   for i, x in ipairs(x_leaves) do
-    if x:dim() == 0 then error("scan: " .. x_paths[i] .. " is a 0-d tensor; xs are sliced along dim 1", 2) end
+    if x:dim() == 0 then raise("scan: " .. x_paths[i] .. " is a 0-d tensor; xs are sliced along dim 1") end
     if length == nil then
       length, length_path = x:size(1), x_paths[i]
     elseif x:size(1) ~= length then
-      error(string.format("scan: %s has %d slices along dim 1, but %s has %d", x_paths[i], x:size(1),
-        length_path, length), 2)
+      raise(string.format("scan: %s has %d slices along dim 1, but %s has %d", x_paths[i], x:size(1),
+        length_path, length))
     end
   end
-  if length == nil then error("scan: no xs to slice; give options.length", 2) end
-  if math.type(length) ~= "integer" or length < 1 then
-    error("scan: the length must be a positive integer, got " .. tostring(length), 2)
+  if length == nil then raise("scan: no xs to slice; give options.length") end
+  if math.type(length) ~= "integer" or length < 0 then
+    raise("scan: the length must be an integer >= 0, got " .. tostring(length))
   end
 
   local y_spec
@@ -104,30 +109,30 @@ function M.scan(fn, init, xs, options)
     local x = x_spec and unflatten(x_spec, x_list) or nil
     local new_carry, y = fn(carry, x)
     local leaves, paths = {}, {}
-    local spec = flatten(new_carry, "carry", leaves, paths, 2)
+    local spec = flatten(new_carry, "carry", leaves, paths, raise)
     if not same_structure(spec, init_spec) then
-      error("scan: the body returned a carry whose structure differs from init's", 2)
+      raise("scan: the body returned a carry whose structure differs from init's")
     end
     for i, leaf in ipairs(leaves) do
       local before = init_leaves[i]
       if describe(leaf) ~= describe(before) then
-        error(string.format("scan: %s is %s going into the body but %s coming out; a carry keeps " ..
-          "its shape and dtype", (init_paths[i]:gsub("^init", "carry")), describe(before), describe(leaf)), 2)
+        raise(string.format("scan: %s is %s going into the body but %s coming out; a carry keeps " ..
+          "its shape and dtype", (init_paths[i]:gsub("^init", "carry")), describe(before), describe(leaf)))
       end
     end
     local y_leaves = {}
     local spec_y = false
-    if y ~= nil then spec_y = flatten(y, "y", y_leaves, {}, 2) end
+    if y ~= nil then spec_y = flatten(y, "y", y_leaves, {}, raise) end
     if y_spec == nil then
       y_spec = spec_y
     elseif not same_structure(y_spec, spec_y) then
-      error("scan: the body returned ys of different structures in different iterations", 2)
+      raise("scan: the body returned ys of different structures in different iterations")
     end
     return leaves, y_leaves
   end
 
   local results = tensor._scan(body, init_leaves, x_leaves, length, options.reverse == true,
-    options.recompute == true)
+    options.recompute == true, where)
   local count = #init_leaves
   local carry = unflatten(init_spec, {table.unpack(results, 1, count)})
   local ys = nil

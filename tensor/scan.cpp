@@ -334,26 +334,59 @@ std::vector<Tensor> eager_scan(Context* context, const ScanFunction& fn,
   return results;
 }
 
+// A scan of no slices: the carry comes out as it went in and each y is an
+// empty stack. The body is recorded once, as in lazy mode (in eager mode
+// too, where it would otherwise never run), only to learn the ys' shapes
+// and dtypes and to check the carry; what it computed is dropped.
+std::vector<Tensor> empty_scan(Context* context, const ScanFunction& fn,
+                               const std::vector<Tensor>& init,
+                               const std::vector<std::pair<DType, Shape>>& x_like) {
+  std::vector<std::pair<DType, Shape>> y_like;
+  const bool eager = context->eager;
+  context->eager = false;  // placeholders have no data to compute on
+  try {
+    BodyTrace trace(context, init, x_like);
+    auto [carry_out, ys] = fn(trace.carry_placeholders, trace.x_placeholders);
+    check_carries(init, carry_out);
+    for (const Tensor& y : ys) y_like.push_back({y->dtype, y->shape});
+  } catch (...) {
+    context->eager = eager;
+    throw;
+  }
+  context->eager = eager;
+  std::vector<Tensor> results;
+  // Copies, as a scan's results are new tensors: writing into one later
+  // must not change init. clone keeps the path of gradients to init.
+  for (const Tensor& t : init) results.push_back(autograd::clone(t));
+  for (const auto& [dtype, shape] : y_like) {
+    Shape stacked = shape;
+    stacked.insert(0, 0);
+    results.push_back(make_tensor(context, Array::empty(stacked, dtype)));
+  }
+  return results;
+}
+
 }  // namespace
 
 std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::vector<Tensor>& init,
                          const std::vector<Tensor>& xs, int64_t length,
                          const ScanOptions& options) {
-  if (length < 1) fail("scan: the length must be at least 1, got {}", length);
+  if (length < 0) fail("scan: the length must be at least 0, got {}", length);
   for (size_t k = 0; k < xs.size(); k++) {
     if (xs[k]->shape.rank() == 0 || xs[k]->shape[0] != length) {
       fail("scan: xs {} has shape {}, but the scan has length {}", k + 1,
            shape_string(xs[k]->shape), length);
     }
   }
-  if (context->eager) return eager_scan(context, fn, init, xs, length, options.reverse);
-
   std::vector<std::pair<DType, Shape>> x_like;
   for (const Tensor& x : xs) {
     Shape slice = x->shape;
     slice.erase(0);
     x_like.push_back({x->dtype, slice});
   }
+  if (length == 0) return empty_scan(context, fn, init, x_like);
+  if (context->eager) return eager_scan(context, fn, init, xs, length, options.reverse);
+
   BodyTrace trace(context, init, x_like);
   auto [carry_out, ys] = fn(trace.carry_placeholders, trace.x_placeholders);
   check_carries(init, carry_out);

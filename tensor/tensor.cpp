@@ -82,6 +82,9 @@ Tensor wrap_view(const Tensor& base, Array data) {
   if (data.buffer == eager_data(base).buffer) {
     view->shares_storage = true;
     storage_owner(base)->shares_storage = true;
+    // Made in a scan body, a view of a tensor from outside it is still
+    // outside memory to write_eagerly.
+    view->scan_level = std::min(view->scan_level, storage_owner(base)->scan_level);
   }
   return view;
 }
@@ -100,6 +103,14 @@ bool has_expand_step(const Tensor& t) {
 // Such an op syncs every pending value, so no graph reads memory after it
 // changed, and then writes as eager mode would.
 bool write_eagerly(const Tensor& self) {
+  // Every in-place op comes here first, in both modes: a scan body is
+  // recorded once (lazy) or run per slice (eager), and neither may write
+  // into a tensor made outside it.
+  if (self->context->scan_depth > storage_owner(self)->scan_level) {
+    fail(
+        "cannot write in place into a tensor from outside the scan body; return the new value "
+        "as part of the carry instead");
+  }
   if (self->context->eager) return true;
   if (!storage_owner(self)->shares_storage && !has_expand_step(self)) return false;
   Context* context = context_of(self);
@@ -197,11 +208,7 @@ Tensor make_view(const Tensor& a, ViewStep step, const Array& new_layout) {
 // Writes a new value into `self` (a base, or a view of one).
 void assign(const Tensor& self, NodeRef value) {
   Context* context = context_of(self);
-  if (context->scan_depth > storage_owner(self)->scan_level) {
-    fail(
-        "cannot write in place into a tensor from outside the scan body; return the new value "
-        "as part of the carry instead");
-  }
+  LAZYLUA_ASSERT(context->scan_depth <= storage_owner(self)->scan_level);  // write_eagerly
   if (value->dtype != self->dtype) {
     value = node_of(context, Op::cast, 0, self->dtype, value->shape, {value});
   }

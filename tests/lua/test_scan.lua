@@ -344,7 +344,7 @@ h.test("xs whose first dims disagree", function()
         "init[2] is a number")
 end)
 
-h.test("tensors of the body do not leak out, outer tensors are not written", function()
+h.test("tensors of the body do not leak out (lazy mode)", function()
   if tensor.is_eager() then return end
   local leaked
   tensor.scan(function(c, x)
@@ -352,13 +352,68 @@ h.test("tensors of the body do not leak out, outer tensors are not written", fun
     return c + x
   end, tensor.zeros(2), tensor.ones(3, 2))
   h.err(function() return leaked:tolist() end, "inside a scan body")
+end)
+
+h.test("outer tensors are not written, in every mode", function()
   local outer = tensor.zeros(2)
-  h.err(function()
-    tensor.scan(function(c, x) outer:add_(x) return c end, tensor.zeros(2), tensor.ones(3, 2))
-  end, "cannot write in place into a tensor from outside the scan body")
-  local ok = tensor.scan(function(c, x) return c + x end, tensor.zeros(2), tensor.ones(3, 2))
+  local view = outer:narrow(1, 2, 1)
+  for _, write in ipairs({
+    function(x) outer:add_(x) end,
+    function() view:fill_(5) end,   -- through a view
+    function(x) outer:copy_(x) end,
+    function() outer[1] = 3 end,
+  }) do
+    local message = h.err(function()
+      tensor.scan(function(c, x) write(x) return c end, tensor.zeros(2), tensor.ones(3, 2))
+    end, "cannot write in place into a tensor from outside the scan body")
+    assert(message:find("test_scan.lua:%d+"), "the message names the Lua line: " .. message)
+  end
+  -- A tensor made inside the body may be written.
+  local ok = tensor.scan(function(c, x)
+    local t = tensor.zeros(2)
+    t:add_(x)
+    return c + t
+  end, tensor.zeros(2), tensor.ones(3, 2))
   h.eq(ok:tolist(), {3, 3})
   h.eq(outer:tolist(), {0, 0})
+end)
+
+h.test("a scan of no slices returns init and empty ys", function()
+  local init = tensor.new({1, 2, 3}, {dtype = "f32"}):requires_grad(true)
+  local calls = 0
+  local carry, ys = tensor.scan(function(h, x)
+    calls = calls + 1
+    return h + x, {a = (h * x):long(), b = x:sum()}
+  end, init, tensor.zeros(0, 3))
+  h.eq(carry:tolist(), {1, 2, 3})
+  h.eq(ys.a:size(), {0, 3})
+  h.eq(ys.a:dtype(), "i64")
+  h.eq(ys.b:size(), {0})
+  assert(calls <= 1, "the body is recorded at most once")
+  -- The carry is a new tensor with gradients to init.
+  carry:sum():backward()
+  h.eq(init:grad():tolist(), {1, 1, 1})
+  carry = tensor.scan(function(h) return h * 2 end, tensor.ones(2), nil, {length = 0, reverse = true})
+  h.eq(carry:tolist(), {1, 1})
+  -- The carry is still checked.
+  h.err(function()
+    tensor.scan(function(h, x) return x:sum() end, tensor.zeros(3), tensor.zeros(0, 3))
+  end, "carry is f32[3] going into the body but f32[] coming out")
+end)
+
+h.test("errors found by scan itself name the user's line", function()
+  for _, call in ipairs({
+    function() tensor.scan(function(c, x) return tensor.cat({c, x}), c end, tensor.zeros(2), tensor.ones(3, 2)) end,
+    function() tensor.scan(function(c) return c end, tensor.zeros(1)) end,
+    function() tensor.scan(function(c) return c end, tensor.zeros(1), nil, {length = -1}) end,
+    function() tensor.scan(function(c) return c end, tensor.zeros(1), nil, {lenght = 2}) end,
+    function() tensor.scan(42, tensor.zeros(1), tensor.ones(2, 1)) end,
+    function() tensor.scan(function(c) return c end, {tensor.zeros(1), 5}, nil, {length = 2}) end,
+    function() tensor.scan(function(c) return {c} end, tensor.zeros(1), nil, {length = 2}) end,
+  }) do
+    local message = h.err(call, "scan: ")
+    assert(message:find("^[^:]*test_scan.lua:%d+: scan: "), "the message names the Lua line: " .. message)
+  end
 end)
 
 h.test("an error raised by the body comes out unchanged", function()
