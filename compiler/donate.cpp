@@ -76,9 +76,4 @@ std::vector<int> choose_donors(const Program& program, const Plan& plan) {
   return donor;
 }
 
-bool writes_input(const Plan& plan, const Step& step) {
-  return std::any_of(step.written.begin(), step.written.end(),
-                     [&](int slot) { return plan.slots[slot].input_index >= 0; });
-}
-
 }  // namespace lazylua::compiler

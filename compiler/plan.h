@@ -96,8 +96,4 @@ Plan plan_program(const Program& program);
 // source has no prelude (it goes into the enclosing plan's source).
 Plan plan_program(const Program& program, const std::string& prefix);
 
-// True for a step that overwrites a run input (a donated buffer): once it
-// has run, the run cannot be repeated from the same inputs.
-bool writes_input(const Plan& plan, const Step& step);
-
 }  // namespace lazylua::compiler

@@ -101,7 +101,6 @@ Array flatten(const Array& a, int start_dim, int end_dim);
 
 // Joins and indexing (index arrays hold 1-based positions).
 Array cat(const std::vector<Array>& inputs, int dim);
-Array stack(const std::vector<Array>& inputs, int dim);
 Array gather(const Array& a, int dim, const Array& index);
 // A copy of `base` with src[i][j] added at [index[i][j]][j] (dim 0; likewise
 // for others), as torch.scatter_add. Repeated positions add up.

@@ -384,20 +384,6 @@ Array cat(const std::vector<Array>& inputs, int dim) {
   return out;
 }
 
-Array stack(const std::vector<Array>& inputs, int dim) {
-  if (inputs.empty()) fail("stack: expected a non-empty list of tensors");
-  if (dim < 0 || dim > inputs[0].rank()) fail("stack: dimension {} out of range", dim + 1);
-  std::vector<Array> expanded;
-  expanded.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); i++) {
-    if (inputs[i].shape != inputs[0].shape) {
-      fail("stack: tensor {} has shape {}, but tensor 1 has shape {}", i + 1,
-           shape_string(inputs[i].shape), shape_string(inputs[0].shape));
-    }
-    expanded.push_back(unsqueeze(inputs[i], dim));
-  }
-  return cat(expanded, dim);
-}
 
 Array gather(const Array& a, int dim, const Array& index) {
   check_dim(dim, a.rank(), "gather");

@@ -24,7 +24,7 @@ namespace lazylua {
   X(scalar)        /* a Lua number: a scalar input of the graph (`scalar`) */                  \
   X(constant)      /* 0 or 1, baked into the graph (`scalar`) */                               \
   X(unary)         /* sub_op: UnaryOp */                                                       \
-  X(binary)        /* sub_op: BinaryOp; inputs already cast to the compute dtype */            \
+  X(binary)        /* sub_op: BinaryOp; inputs of any dtypes, promoted as ops::binary does */  \
   X(where)         /* (cond, a, b) */                                                          \
   X(cast)          /* to the node's dtype */                                                   \
   X(clamp)         /* (x, low, high) with scalar bounds; sub_op: 1 has low, 2 has high */      \
@@ -99,7 +99,7 @@ class Node : public RefCounted {
   Array result;
   Ref<ScanBody> body;  // scan nodes: the loop body (scan.h)
 
-  // Scratch for graph extraction (see sync.cpp): the epoch of the last walk
+  // Scratch for graph extraction (Context::extract): the epoch of the last walk
   // that reached this node and its position in that walk's order.
   uint64_t visit_epoch = 0;
   int32_t visit_index = -1;
