@@ -95,7 +95,8 @@ CallScope::CallScope(lazylua_interpreter* interpreter)
     : interpreter_(interpreter),
       top_(lua_gettop(interpreter->L)),
       refusals_at_start_(interpreter->budget ? interpreter->budget->refusals() : 0),
-      budget_scope_(interpreter->budget.get()) {
+      budget_scope_(interpreter->budget.get()),
+      interrupt_scope_(interrupt_flag(interpreter->L)) {
   std::lock_guard lock(interpreter->interrupt_mutex);
   if (interpreter->running_depth++ == 0) interpreter->interrupt_requested = false;
 }
@@ -433,6 +434,9 @@ lazylua_status lazylua_open(const lazylua_options* options, lazylua_interpreter*
   interpreter->L = L;
   interpreter->sandbox = options->sandbox != 0;
   data->host = interpreter;
+  // The hook stays armed until the call ends (interrupt_hook), also after a
+  // sync stopped for the interrupt.
+  data->interrupt_stays_armed = true;
   lazylua_status status = LAZYLUA_OK;
   try {
     if (options->memory_limit > 0) {
