@@ -78,7 +78,15 @@ namespace {
 // Runs on the interpreter's thread at the next Lua event after
 // lazylua_interrupt armed it. It stays armed until the call ends, so a
 // script that catches the error with pcall is stopped again at once.
-void interrupt_hook(lua_State* L, lua_Debug* /*activation*/) {
+void interrupt_hook(lua_State* L, lua_Debug* activation) {
+  // Not at the call or return of a C function: the message handler
+  // (add_traceback) of the "interrupted!" a stopped sync raises is one, and
+  // raising inside it would replace that error's message and position. Lua
+  // code running on gets the next event, so nothing escapes the interrupt.
+  if (activation->event != LUA_HOOKCOUNT && activation->event != LUA_HOOKLINE &&
+      lua_getinfo(L, "S", activation) && activation->what[0] == 'C') {
+    return;
+  }
   StateData* data = state_data(L);
   auto* interpreter = data ? static_cast<lazylua_interpreter*>(data->host) : nullptr;
   bool requested = false;
