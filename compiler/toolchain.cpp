@@ -84,10 +84,10 @@ std::string first_line(const std::string& text) {
 
 // What a child process did: started or not, and how it ended.
 struct ProcessOutcome {
-  bool succeeded = false;  // ran and exited with status 0
+  bool succeeded = false;    // ran and exited with status 0
   bool interrupted = false;  // stopped for an interrupt (see run_process)
-  std::string output;      // its stdout and stderr, first kMaxMessageBytes
-  std::string failure;     // when it did not start or did not exit 0
+  std::string output;        // its stdout and stderr, first kMaxMessageBytes
+  std::string failure;       // when it did not start or did not exit 0
 };
 
 // Seconds a compiler may run before it is killed and the graph runs

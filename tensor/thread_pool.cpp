@@ -94,8 +94,7 @@ class ThreadPool {
       std::lock_guard lock(mutex_);
       // The caller's interrupt flag goes with the job: the workers obey the
       // interpreter that asked for the work (interrupt.h).
-      job_ = {n, chunks, slice_items(grain), fn, context,
-              current_interrupt_flag()};
+      job_ = {n, chunks, slice_items(grain), fn, context, current_interrupt_flag()};
       pending_.store(static_cast<int>(chunks) - 1);
       error_ = nullptr;
       generation_.fetch_add(1);
@@ -179,7 +178,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stopping_{false};
-  int sleeping_workers_ = 0;  // under mutex_
+  int sleeping_workers_ = 0;      // under mutex_
   bool caller_sleeping_ = false;  // under mutex_
   std::exception_ptr error_;
 };

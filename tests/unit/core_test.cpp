@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <numeric>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <thread>
 #include <vector>

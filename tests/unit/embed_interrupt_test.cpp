@@ -71,7 +71,8 @@ class EmbedInterruptTest : public ::testing::Test {
 // is well under way.
 void wait_until_syncing(const std::atomic<bool>& ready) {
   const auto give_up = Clock::now() + std::chrono::seconds(60);
-  while (!ready && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (!ready && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
 }
 
