@@ -13,6 +13,7 @@
 #include <deque>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -20,6 +21,7 @@
 #include "compiler/passes.h"
 #include "compiler/plan.h"
 #include "compiler/toolchain.h"
+#include "tensor/interrupt.h"
 #include "tensor/scan.h"
 #include "tensor/thread_pool.h"
 
@@ -66,7 +68,10 @@ void resolve_kernels(Plan& plan, const Library& library) {
 
 // Builds `entry` from `program`: passes, fusion and codegen, then the disk
 // cache or the C compiler. Runs on the compile thread or, in sync mode, the
-// caller's.
+// caller's. In sync mode an interrupt stops it between stages or kills the
+// C compiler (toolchain.cpp): Interrupted leaves `entry` building, and the
+// caller forgets it. The compile thread has no interrupt flag: an interrupt
+// never disturbs a background build.
 void build(CompiledProgram& entry, uint64_t key, const Program& program, int debug_level,
            DiskCache& cache) {
   const auto start = std::chrono::steady_clock::now();
@@ -80,7 +85,9 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
   }
   try {
     entry.program = optimize(program, debug_level);
+    check_interrupt();
     entry.plan = plan_program(entry.program);
+    check_interrupt();
     if (debug_level >= 2) print_plan(entry.plan, "");
     if (entry.plan.kernel_count > 0) {
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
@@ -93,6 +100,8 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
       if (!entry.library) {
         std::string error;
         entry.library = cache.build(disk_key, entry.plan.source, entry.plan.summary, &error);
+        // A compiler killed for an interrupt failed for no fault of the graph.
+        if (!entry.library) check_interrupt();
         if (!entry.library) throw Error("the C compiler failed: " + error);
       }
       resolve_kernels(entry.plan, *entry.library);
@@ -100,6 +109,8 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
     entry.compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     entry.state = CompiledProgram::State::ready;
+  } catch (const Interrupted&) {
+    throw;
   } catch (const std::exception& error) {
     entry.error = error.what();
     entry.state = CompiledProgram::State::failed;
@@ -173,7 +184,12 @@ class NativeExecutor final : public Executor {
       remember(graph.key, entry);
       Program program = program_from_graph(graph);
       if (mode_ == CompileMode::sync) {
-        build(*entry, graph.key, program, debug_level_, *cache_);
+        try {
+          build(*entry, graph.key, program, debug_level_, *cache_);
+        } catch (const Interrupted&) {
+          forget(graph.key);  // the next sync of this graph builds it again
+          throw;
+        }
       } else {
         CompileThread::instance().submit(entry, graph.key, std::move(program), debug_level_,
                                          cache_);
@@ -212,6 +228,8 @@ class NativeExecutor final : public Executor {
       metrics.kernels = entry->plan.kernel_count;
       return run_plan(entry->plan, entry->program, program_inputs(graph), metrics,
                       &inputs_overwritten);
+    } catch (const Interrupted&) {
+      throw;  // before any input was overwritten (run_plan): the sync can run again
     } catch (const std::exception&) {
       // A failing kernel (integer division by zero) or fallback step (an
       // index out of range): the reference interpreter raises the same
@@ -249,13 +267,21 @@ class NativeExecutor final : public Executor {
     }
     std::vector<Array> arguments;
     std::vector<char*> buffers;
+    // Once a step writes into a donated input, the graph can no longer run
+    // again from its inputs, so an interrupt must not stop it half-way: the
+    // rest of the plan (the last updates of an optimizer step, as a rule)
+    // runs with no interrupt flag, and the interrupt is delivered at the
+    // next check after the sync.
+    std::optional<InterruptScope> uninterruptible;
     for (size_t i = 0; i < plan.steps.size(); i++) {
       const Step& step = plan.steps[i];
+      check_interrupt();
       if (step.kind == Step::Kind::kernel) {
         for (int slot : step.written) {
           if (plan.slots[slot].input_index < 0) continue;
           *inputs_overwritten = true;
           metrics.donated_buffers++;
+          if (!uninterruptible) uninterruptible.emplace(nullptr);
         }
         buffers.clear();
         for (int s : step.slots) {
@@ -350,6 +376,13 @@ class NativeExecutor final : public Executor {
     if (found == entries_.end()) return nullptr;
     recent_.splice(recent_.begin(), recent_, found->second.second);
     return found->second.first;
+  }
+
+  void forget(uint64_t key) {
+    auto found = entries_.find(key);
+    if (found == entries_.end()) return;
+    recent_.erase(found->second.second);
+    entries_.erase(found);
   }
 
   // A bounded cache: the least recently run program goes first.

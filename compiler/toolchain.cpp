@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "compiler/disk_cache.h"
+#include "tensor/interrupt.h"
 
 extern char** environ;
 
@@ -83,9 +84,10 @@ std::string first_line(const std::string& text) {
 
 // What a child process did: started or not, and how it ended.
 struct ProcessOutcome {
-  bool succeeded = false;  // ran and exited with status 0
-  std::string output;      // its stdout and stderr, first kMaxMessageBytes
-  std::string failure;     // when it did not start or did not exit 0
+  bool succeeded = false;    // ran and exited with status 0
+  bool interrupted = false;  // stopped for an interrupt (see run_process)
+  std::string output;        // its stdout and stderr, first kMaxMessageBytes
+  std::string failure;       // when it did not start or did not exit 0
 };
 
 // Seconds a compiler may run before it is killed and the graph runs
@@ -184,9 +186,33 @@ pid_t start_child(const std::vector<std::string>& argv, const char* input, int w
   return child;
 }
 
+// Ends a compiler that must not finish: SIGTERM to its process group first,
+// which gcc's driver catches to delete its own temporary files (/tmp/cc*.o),
+// then SIGKILL if the driver has not exited within 50 ms. Then waits (at
+// most 50 ms more) for the rest of the group (cc1, as, ld) to be gone, so
+// none of them still writes a file the caller is about to remove. Returns
+// waitpid's result for the driver, its status in *status.
+pid_t stop_process_group(pid_t child, int* status) {
+  constexpr auto kGrace = std::chrono::milliseconds(50);
+  kill(-child, SIGTERM);
+  auto until = std::chrono::steady_clock::now() + kGrace;
+  pid_t waited = 0;
+  while (waited == 0 && std::chrono::steady_clock::now() < until) {
+    waited = waitpid(child, status, WNOHANG);
+    if (waited == 0) usleep(1000);
+  }
+  kill(-child, SIGKILL);
+  while (waited == 0 || (waited < 0 && errno == EINTR)) waited = waitpid(child, status, 0);
+  until = std::chrono::steady_clock::now() + kGrace;
+  while (kill(-child, 0) == 0 && std::chrono::steady_clock::now() < until) usleep(1000);
+  return waited;
+}
+
 // Runs argv with stdin from stdin_path ("" = /dev/null) and stdout + stderr
 // into a pipe we drain (so a chatty compiler never blocks on a full pipe),
-// for at most compile_timeout_seconds().
+// for at most compile_timeout_seconds(). On a thread with an interrupt flag
+// (a sync compile on the interpreter's thread, tensor/interrupt.h) it looks
+// at the flag every 10 ms and stops the compiler when it is set.
 // The pipe is close-on-exec in this process, so children that other threads
 // spawn meanwhile do not hold its write end open and delay our EOF.
 ProcessOutcome run_process(const std::vector<std::string>& argv, const std::string& stdin_path) {
@@ -211,7 +237,12 @@ ProcessOutcome run_process(const std::vector<std::string>& argv, const std::stri
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(compile_timeout_seconds());
   bool timed_out = false;
+  const int64_t poll_milliseconds = current_interrupt_flag() ? 10 : 1000;
   for (;;) {
+    if (interrupt_requested()) {
+      outcome.interrupted = true;
+      break;
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -219,7 +250,8 @@ ProcessOutcome run_process(const std::vector<std::string>& argv, const std::stri
       break;
     }
     pollfd readable{pipe_ends[0], POLLIN, 0};
-    const int ready = poll(&readable, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    const int ready =
+        poll(&readable, 1, static_cast<int>(std::min<int64_t>(left.count(), poll_milliseconds)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) continue;
     ssize_t count = read(pipe_ends[0], buffer, sizeof buffer);
@@ -229,15 +261,20 @@ ProcessOutcome run_process(const std::vector<std::string>& argv, const std::stri
     outcome.output.append(buffer, std::min(room, static_cast<size_t>(count)));
   }
   close(pipe_ends[0]);
-  if (timed_out) kill(-child, SIGKILL);  // the driver and its cc1, as, ld
 
   int status = 0;
   pid_t waited;
-  do {
-    waited = waitpid(child, &status, 0);
-  } while (waited < 0 && errno == EINTR);
+  if (timed_out || outcome.interrupted) {
+    waited = stop_process_group(child, &status);  // the driver and its cc1, as, ld
+  } else {
+    do {
+      waited = waitpid(child, &status, 0);
+    } while (waited < 0 && errno == EINTR);
+  }
   track(child, false);
-  if (timed_out) {
+  if (outcome.interrupted) {
+    outcome.failure = "interrupted";
+  } else if (timed_out) {
     outcome.failure = "'" + argv[0] + "' took longer than " +
                       std::to_string(compile_timeout_seconds()) + " s (LAZYLUA_CC_TIMEOUT)";
   } else if (waited < 0) {
@@ -361,6 +398,9 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
 const Toolchain& toolchain() {
   // Never destroyed: the compile thread may still be using it at exit.
   static const Toolchain* instance = [] {
+    // The verdict is kept for the whole process: an interrupt during the
+    // first sync compile must not make it "no working compiler".
+    InterruptScope not_interruptible(nullptr);
     const char* command = std::getenv("LAZYLUA_CC");
     const char* extra_flags = std::getenv("LAZYLUA_CFLAGS");
     DiskCache& cache = DiskCache::instance();

@@ -80,6 +80,10 @@ std::shared_ptr<Library> load(const std::string& so_path, std::string* error);
 // run; output_path may then hold a partial file: callers write to private
 // temporary names only. It does not look at tool.works (the check that sets
 // works builds through here); callers do.
+// On a thread whose interrupt flag (tensor/interrupt.h) gets set, the
+// compiler's process group is stopped within ~10 ms and this fails with the
+// error "interrupted"; the callers below then remove their files as after
+// any other failure.
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
                            const std::string& output_path, std::string* error);
 

@@ -35,10 +35,14 @@ const char* program_name = "lazylua";
 // Ctrl-C while a chunk runs. A signal handler may not touch the Lua state
 // beyond lua_sethook (which is async-signal-safe), so it only installs a
 // hook; the hook runs at the next Lua instruction and raises the error there.
+// It also sets an atomic flag (arm_interrupt) that stops tensor work inside
+// a long C++ call (tensor/interrupt.h); whichever delivers "interrupted!"
+// first clears it, so the interrupt stops the chunk once, as in lua.c.
 
 lua_State* volatile interruptible_state = nullptr;
 
 void raise_interrupted(lua_State* L, lua_Debug* /*activation*/) {
+  interrupt_delivered(L);
   lua_sethook(L, nullptr, 0, 0);
   luaL_error(L, "interrupted!");
 }
@@ -313,7 +317,12 @@ int call_with_traceback(lua_State* L, int nargs, int nresults) {
   on_interrupt.sa_flags = SA_RESTART;
   sigemptyset(&on_interrupt.sa_mask);
   sigaction(SIGINT, &on_interrupt, &before);
-  int status = lua_pcall(L, nargs, nresults, handler_index);
+  int status;
+  {
+    // Tensor work of this chunk, on this thread and the pool's, obeys L's flag.
+    InterruptScope interrupt_scope(interrupt_flag(L));
+    status = lua_pcall(L, nargs, nresults, handler_index);
+  }
   // Back to whatever was there (the default, or the REPL's own handler).
   sigaction(SIGINT, &before, nullptr);
   lua_remove(L, handler_index);

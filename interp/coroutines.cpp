@@ -152,6 +152,7 @@ void arm_interrupt(lua_State* main, lua_Hook hook) {
   // set the hook on go before we are done (see leave). Only atomics and
   // lua_sethook: a signal handler may call this.
   data->arming.fetch_add(1);
+  data->interrupt_requested.store(true);  // tensor work (tensor/interrupt.h)
   data->last_interrupt.store(hook);
   data->pending_interrupt.store(hook);
   lua_sethook(main, hook, kHookMask, 1);
@@ -160,8 +161,26 @@ void arm_interrupt(lua_State* main, lua_Hook hook) {
 }
 
 void disarm_interrupt(lua_State* main, lua_Hook hook) {
-  if (StateData* data = state_data(main)) data->pending_interrupt.store(nullptr);
+  if (StateData* data = state_data(main)) {
+    data->pending_interrupt.store(nullptr);
+    data->interrupt_requested.store(false);
+  }
   if (lua_gethook(main) == hook) lua_sethook(main, nullptr, 0, 0);
+}
+
+void interrupt_delivered(lua_State* thread) {
+  StateData* data = state_data(thread);
+  if (!data) return;
+  data->interrupt_requested.store(false);
+  const lua_Hook pending = data->pending_interrupt.load();
+  if (!data->interrupt_stays_armed && pending && lua_gethook(thread) == pending) {
+    lua_sethook(thread, nullptr, 0, 0);
+  }
+}
+
+const InterruptFlag* interrupt_flag(lua_State* L) {
+  StateData* data = state_data(L);
+  return data ? &data->interrupt_requested : nullptr;
 }
 
 }  // namespace lazylua

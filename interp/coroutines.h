@@ -14,6 +14,8 @@
 
 #include <lua.hpp>
 
+#include "tensor/interrupt.h"
+
 namespace lazylua {
 
 struct StateData;
@@ -31,5 +33,16 @@ void arm_interrupt(lua_State* main, lua_Hook hook);
 // Ends the pending interrupt and takes `hook` off the main thread (if it is
 // still there). A coroutine that still has it loses it when next resumed.
 void disarm_interrupt(lua_State* main, lua_Hook hook);
+
+// Tensor work running on `thread` (a sync, a long kernel, a sync compile)
+// stopped for the pending interrupt, and the caller is about to raise
+// "interrupted!" in its place, as the hook would have: clears the tensor
+// flag, and takes the hook off `thread` unless the state's interrupts stay
+// armed (StateData::interrupt_stays_armed). A state without StateData has
+// no flag, so nothing to do.
+void interrupt_delivered(lua_State* thread);
+
+// The interrupt flag of L's state, for InterruptScope (null: none).
+const InterruptFlag* interrupt_flag(lua_State* L);
 
 }  // namespace lazylua

@@ -78,7 +78,15 @@ namespace {
 // Runs on the interpreter's thread at the next Lua event after
 // lazylua_interrupt armed it. It stays armed until the call ends, so a
 // script that catches the error with pcall is stopped again at once.
-void interrupt_hook(lua_State* L, lua_Debug* /*activation*/) {
+void interrupt_hook(lua_State* L, lua_Debug* activation) {
+  // Not at the call or return of a C function: the message handler
+  // (add_traceback) of the "interrupted!" a stopped sync raises is one, and
+  // raising inside it would replace that error's message and position. Lua
+  // code running on gets the next event, so nothing escapes the interrupt.
+  if (activation->event != LUA_HOOKCOUNT && activation->event != LUA_HOOKLINE &&
+      lua_getinfo(L, "S", activation) && activation->what[0] == 'C') {
+    return;
+  }
   StateData* data = state_data(L);
   auto* interpreter = data ? static_cast<lazylua_interpreter*>(data->host) : nullptr;
   bool requested = false;
@@ -95,7 +103,8 @@ CallScope::CallScope(lazylua_interpreter* interpreter)
     : interpreter_(interpreter),
       top_(lua_gettop(interpreter->L)),
       refusals_at_start_(interpreter->budget ? interpreter->budget->refusals() : 0),
-      budget_scope_(interpreter->budget.get()) {
+      budget_scope_(interpreter->budget.get()),
+      interrupt_scope_(interrupt_flag(interpreter->L)) {
   std::lock_guard lock(interpreter->interrupt_mutex);
   if (interpreter->running_depth++ == 0) interpreter->interrupt_requested = false;
 }
@@ -433,6 +442,9 @@ lazylua_status lazylua_open(const lazylua_options* options, lazylua_interpreter*
   interpreter->L = L;
   interpreter->sandbox = options->sandbox != 0;
   data->host = interpreter;
+  // The hook stays armed until the call ends (interrupt_hook), also after a
+  // sync stopped for the interrupt.
+  data->interrupt_stays_armed = true;
   lazylua_status status = LAZYLUA_OK;
   try {
     if (options->memory_limit > 0) {

@@ -16,6 +16,7 @@
 
 #include "include/lazylua.h"
 #include "interp/state_data.h"
+#include "tensor/interrupt.h"
 #include "tensor/memory_budget.h"
 #include "tensor/tensor.h"
 
@@ -73,6 +74,10 @@ class CallScope {
   int top_;
   int64_t refusals_at_start_;
   MemoryBudgetScope budget_scope_;
+  // Tensor work in the call obeys this interpreter's flag, which
+  // lazylua_interrupt sets with the hook (arm_interrupt): a sync stops with
+  // LAZYLUA_ERROR_INTERRUPTED, and other interpreters' work goes on.
+  InterruptScope interrupt_scope_;
 };
 
 // Runs body(L, data) under lua_pcall with the traceback message handler.

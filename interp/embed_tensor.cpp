@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "interp/coroutines.h"
 #include "interp/embed_internal.h"
 #include "interp/lua_tensor.h"
 #include "tensor/eager_ops.h"
@@ -190,12 +191,15 @@ struct TensorWork {
   void* data;
   char error[1024] = "";
   bool out_of_memory = false;
+  bool interrupted = false;
 };
 
 int tensor_work_body(lua_State* L, void* raw) {
   auto* work = static_cast<TensorWork*>(raw);
   try {
     work->work(L, work->data);
+  } catch (const Interrupted&) {
+    work->interrupted = true;
   } catch (const std::bad_alloc&) {
     work->out_of_memory = true;
   } catch (const std::exception& error) {
@@ -212,6 +216,10 @@ lazylua_status run_tensor_work(lazylua_interpreter* interpreter, CallScope& scop
   const lazylua_status status =
       scope.finish(embed::protected_call(interpreter->L, tensor_work_body, &work, 0));
   if (status != LAZYLUA_OK) return status;
+  if (work.interrupted) {
+    interrupt_delivered(interpreter->L);
+    return fail_with(interpreter, LAZYLUA_ERROR_INTERRUPTED, "interrupted!");
+  }
   if (work.out_of_memory) return fail_with(interpreter, LAZYLUA_ERROR_MEMORY, "not enough memory");
   if (work.error[0]) {
     // A refused charge means the memory limit, whatever the message.

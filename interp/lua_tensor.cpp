@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "interp/coroutines.h"
 #include "interp/embedded_stdlib.h"
 #include "interp/lua_checkpoint.h"
 #include "interp/lua_tensor_internal.h"
@@ -416,13 +417,20 @@ int run_guarded(lua_State* L, Body body) {
   Context* context = tensor_context(L);
   context->location_user = L;
   context->collect_garbage_user = L;
+  bool interrupted = false;
   try {
     return body(L);
+  } catch (const Interrupted& error) {
+    // A sync or kernel stopped for Ctrl-C / lazylua_interrupt: the same
+    // "interrupted!" the hook raises, at the script's line.
+    interrupted = true;
+    std::snprintf(message, sizeof message, "%s", error.what());
   } catch (const std::bad_alloc&) {
     std::snprintf(message, sizeof message, "not enough memory");
   } catch (const std::exception& error) {
     std::snprintf(message, sizeof message, "%s", error.what());
   }
+  if (interrupted) interrupt_delivered(L);
   lua_Debug info;
   if (nearest_user_frame(L, &info)) {
     lua_pushfstring(L, "%s:%d: %s", info.short_src, info.currentline, message);

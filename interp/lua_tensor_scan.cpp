@@ -4,6 +4,7 @@
 // lists; `where` ("file:line: ") is the user's call, prefixed to errors.
 #include <exception>
 
+#include "interp/coroutines.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/scan.h"
 
@@ -39,7 +40,7 @@ void push_list(lua_State* L, const std::vector<Tensor>& list) {
   }
 }
 
-int scan_body(lua_State* L, char* message, size_t size, int* error_ref) {
+int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* interrupted) {
   try {
     luaL_checkstack(L, 8, "scan");
     if (lua_type(L, 1) != LUA_TFUNCTION) fail("scan: the body must be a function");
@@ -71,6 +72,9 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref) {
     return 1;
   } catch (const LuaBodyError& error) {
     *error_ref = error.reference;
+  } catch (const Interrupted& error) {
+    *interrupted = true;
+    std::snprintf(message, size, "%s", error.what());
   } catch (const std::bad_alloc&) {
     std::snprintf(message, size, "not enough memory");
   } catch (const std::exception& error) {
@@ -83,11 +87,13 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref) {
 int scan_primitive(lua_State* L) {
   char message[1024] = "";
   int error_ref = LUA_NOREF;
+  bool interrupted = false;
   Context* context = tensor_context(L);
   context->location_user = L;
   context->collect_garbage_user = L;
-  const int results = scan_body(L, message, sizeof message, &error_ref);
+  const int results = scan_body(L, message, sizeof message, &error_ref, &interrupted);
   if (results >= 0) return results;
+  if (interrupted) interrupt_delivered(L);
   if (error_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, error_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, error_ref);

@@ -12,6 +12,7 @@
 
 #include <atomic>
 
+#include "tensor/interrupt.h"
 #include "tensor/memory_budget.h"
 
 namespace lazylua {
@@ -33,6 +34,13 @@ struct StateData {
   std::atomic<lua_Hook> pending_interrupt{nullptr};    // until the call ends
   std::atomic<lua_Hook> last_interrupt{nullptr};       // to recognize stale hooks
   std::atomic<int> arming{0};                          // interrupters at work
+  // The flag tensor work obeys (tensor/interrupt.h): set with the hook,
+  // cleared when tensor work stopped for it or the interrupt is over.
+  InterruptFlag interrupt_requested{false};
+  // After tensor work stopped for an interrupt: whether the hook stays on
+  // the Lua thread (the embedding API: until the call ends) or comes off it
+  // as it does after raising once (the CLI, like lua.c). Set at creation.
+  bool interrupt_stays_armed = false;
 };
 
 // Wraps L's allocator (once; later calls return the same data). L must be a

@@ -2,6 +2,7 @@
 // kernels. Lazy mode works with no compiler at all on top of this, and the
 // compiler falls back to it for ops it does not lower.
 #include "context.h"
+#include "interrupt.h"
 
 namespace lazylua {
 namespace {
@@ -24,6 +25,10 @@ class ReferenceExecutor final : public Executor {
     std::vector<Array> values(count);
     std::vector<Array> inputs;
     for (int i = 0; i < count; i++) {
+      // Between nodes, and inside long kernels (thread_pool.cpp). Nothing
+      // here writes into a graph input, so stopping leaves every tensor as
+      // it was: the sync's tensors stay pending.
+      check_interrupt();
       const Node& node = *graph.nodes[i];
       inputs.clear();
       for (int k = graph.input_offsets[i]; k < graph.input_offsets[i + 1]; k++) {

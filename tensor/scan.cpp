@@ -8,6 +8,7 @@
 
 #include "autograd_internal.h"
 #include "checked.h"
+#include "interrupt.h"
 #include "scan_internal.h"
 
 namespace lazylua {
@@ -463,6 +464,8 @@ Array evaluate_scan(const Node& node, const std::vector<Array>& inputs) {
   std::vector<Array> values(count);
   std::vector<Array> args;
   for (int64_t i = 0; i < body.length; i++) {
+    // A long scan of small steps never reaches a parallel_for's check.
+    check_interrupt();
     const int64_t t = body.reverse ? body.length - 1 - i : i;
     for (int p = 0; p < count; p++) {
       const Node& n = *graph.nodes[p];

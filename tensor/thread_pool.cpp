@@ -7,12 +7,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "interrupt.h"
 
 namespace lazylua {
 namespace {
@@ -27,6 +30,19 @@ int default_thread_count() {
 }
 
 thread_local bool inside_parallel_region = false;
+
+int64_t slice_items(int64_t grain) {
+  return std::min<int64_t>(grain, INT64_MAX / kSliceGrains) * kSliceGrains;
+}
+
+// fn over [begin, end) in slices of `slice` items, stopping between them
+// when the current interrupt flag is set (see parallel_for_raw).
+void run_in_slices(RangeFunction fn, void* context, int64_t begin, int64_t end, int64_t slice) {
+  for (int64_t first = begin; first < end; first += slice) {
+    check_interrupt();
+    fn(context, first, std::min(end, first + slice));
+  }
+}
 
 // Waits up to kSpin for ready() by polling (returns true), else returns
 // false: a worker or caller about to sleep first watches for work for a few
@@ -76,7 +92,9 @@ class ThreadPool {
     bool wake = false;
     {
       std::lock_guard lock(mutex_);
-      job_ = {n, chunks, fn, context};
+      // The caller's interrupt flag goes with the job: the workers obey the
+      // interpreter that asked for the work (interrupt.h).
+      job_ = {n, chunks, slice_items(grain), fn, context, current_interrupt_flag()};
       pending_.store(static_cast<int>(chunks) - 1);
       error_ = nullptr;
       generation_.fetch_add(1);
@@ -96,17 +114,19 @@ class ThreadPool {
 
  private:
   struct Job {
-    int64_t n = 0, chunks = 0;
+    int64_t n = 0, chunks = 0, slice = 1;
     RangeFunction fn = nullptr;
     void* context = nullptr;
+    const InterruptFlag* interrupt = nullptr;
   };
 
   void run_chunk(const Job& job, int64_t chunk) {
     const int64_t begin = job.n * chunk / job.chunks;
     const int64_t end = job.n * (chunk + 1) / job.chunks;
+    InterruptScope interrupt_scope(job.interrupt);  // also for nested loops inside fn
     inside_parallel_region = true;
     try {
-      job.fn(job.context, begin, end);
+      run_in_slices(job.fn, job.context, begin, end, job.slice);
     } catch (...) {
       std::lock_guard lock(mutex_);
       if (!error_) error_ = std::current_exception();
@@ -158,7 +178,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stopping_{false};
-  int sleeping_workers_ = 0;  // under mutex_
+  int sleeping_workers_ = 0;      // under mutex_
   bool caller_sleeping_ = false;  // under mutex_
   std::exception_ptr error_;
 };
@@ -191,8 +211,12 @@ void set_thread_count(int n) {
 
 void parallel_for_raw(int64_t n, int64_t grain, RangeFunction fn, void* context) {
   grain = std::max<int64_t>(grain, 1);
-  if (inside_parallel_region || n <= grain || thread_count() == 1) {
+  if (n <= grain) {
     if (n > 0) fn(context, 0, n);
+    return;
+  }
+  if (inside_parallel_region || thread_count() == 1) {
+    run_in_slices(fn, context, 0, n, slice_items(grain));
     return;
   }
   pool().run(n, grain, fn, context);

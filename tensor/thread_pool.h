@@ -23,11 +23,21 @@ using RangeFunction = void (*)(void* context, int64_t begin, int64_t end);
 // fn(context, begin, end) on them, on the pool and the calling thread.
 // Runs inline when n <= grain or there is one thread. Must not be called
 // from inside a parallel region (it then runs inline).
+//
+// When n > grain, each thread's chunk is run as consecutive slices of
+// kSliceGrains * grain items, with check_interrupt() (interrupt.h) between
+// them: grain is about the work a split pays for (tens of microseconds for
+// elementwise kernels; a 64K-element chunk of a fused reduction at most,
+// milliseconds), so an interrupt stops a kernel within a slice, at the cost
+// of a call per slice. fn must therefore accept any subrange, which it
+// already must for the thread count to be free.
 void parallel_for_raw(int64_t n, int64_t grain, RangeFunction fn, void* context);
+
+constexpr int64_t kSliceGrains = 2;
 
 template <typename F>
 void parallel_for(int64_t n, int64_t grain, F&& body) {
-  if (n <= grain || thread_count() == 1) {
+  if (n <= grain) {
     if (n > 0) body(int64_t{0}, n);
     return;
   }

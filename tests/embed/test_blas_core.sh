@@ -91,7 +91,9 @@ done
 # A host that loaded OpenBLAS itself: its copy runs with the core OpenBLAS
 # chose (still never a pre-AVX one here: check() tests that), and lazylua
 # reports it as OpenBLAS's choice.
-if ldd "$preloaded_host" | grep -q libopenblas; then
+# (grep reads all of ldd's output: with pipefail, grep -q's early exit could
+# fail the pipeline by ldd's SIGPIPE.)
+if ldd "$preloaded_host" | grep libopenblas >/dev/null; then
   check "host with OpenBLAS linked" "" openblas nil run_preloaded
   OPENBLAS_CORETYPE=Haswell check "host with OpenBLAS linked, OPENBLAS_CORETYPE=Haswell" \
     Haswell OPENBLAS_CORETYPE Haswell run_preloaded

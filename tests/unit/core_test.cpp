@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <numeric>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "tensor/allocator.h"
 #include "tensor/array.h"
 #include "tensor/checked.h"
+#include "tensor/interrupt.h"
 #include "tensor/thread_pool.h"
 
 namespace lazylua {
@@ -211,14 +214,40 @@ TEST(ThreadPool, ThreadCountCanChange) {
   const int original = thread_count();
   set_thread_count(3);
   EXPECT_EQ(thread_count(), 3);
-  std::set<int64_t> begins;
+  // Each thread runs one chunk (in slices, see parallel_for_raw).
+  std::set<std::thread::id> threads;
   std::mutex mutex;
-  parallel_for(300000, 1000, [&](int64_t begin, int64_t) {
+  parallel_for(300000, 1000, [&](int64_t, int64_t) {
     std::lock_guard lock(mutex);
-    begins.insert(begin);
+    threads.insert(std::this_thread::get_id());
   });
-  EXPECT_EQ(begins.size(), 3u);
+  EXPECT_EQ(threads.size(), 3u);
   set_thread_count(original);
+}
+
+// The caller's interrupt flag (interrupt.h) stops a job on every thread
+// between slices, and reaches the caller as Interrupted; without a current
+// flag nothing stops.
+TEST(ThreadPool, InterruptStopsAJobBetweenSlices) {
+  InterruptFlag flag{false};
+  std::atomic<int64_t> done{0};
+  auto interrupt_halfway = [&](int64_t begin, int64_t end) {
+    if (done.fetch_add(end - begin) + (end - begin) >= (1 << 19)) flag.store(true);
+  };
+  {
+    InterruptScope scope(&flag);
+    EXPECT_THROW(parallel_for(1 << 22, 1024, interrupt_halfway), Interrupted);
+    // Each thread ends its running slice at most.
+    EXPECT_LE(done.load(), (1 << 19) + (thread_count() + 1) * 1024 * kSliceGrains);
+    flag.store(false);
+    done = 0;
+    parallel_for(1 << 22, 1024, [&](int64_t begin, int64_t end) { done += end - begin; });
+    EXPECT_EQ(done.load(), 1 << 22);
+  }
+  flag.store(true);
+  done = 0;
+  parallel_for(1 << 22, 1024, [&](int64_t begin, int64_t end) { done += end - begin; });
+  EXPECT_EQ(done.load(), 1 << 22);
 }
 
 }  // namespace
