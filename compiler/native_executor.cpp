@@ -42,6 +42,7 @@ struct CompiledProgram {
   bool from_disk = false;
   bool reported = false;  // its compile (or failure) was counted or told
   bool no_compiler = false;
+  bool internal_error = false;  // failed for a bug in lazylua (an InternalError)
   std::string error;
 };
 
@@ -111,6 +112,12 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
     entry.state = CompiledProgram::State::ready;
   } catch (const Interrupted&) {
     throw;
+  } catch (const InternalError& error) {
+    // A bug in the passes or codegen: raised at the graph's next run, not
+    // hidden by running it interpreted.
+    entry.error = error.what();
+    entry.internal_error = true;
+    entry.state = CompiledProgram::State::failed;
   } catch (const std::exception& error) {
     entry.error = error.what();
     entry.state = CompiledProgram::State::failed;
@@ -201,6 +208,7 @@ class NativeExecutor final : public Executor {
       case CompiledProgram::State::building:
         return reference_->run(graph, metrics);
       case CompiledProgram::State::failed:
+        if (entry->internal_error) throw InternalError("compiling a graph: " + entry->error);
         if (entry->no_compiler) {
           std::fprintf(stderr,
                        "lazylua: no working C compiler (%s); graphs run on the reference "
@@ -230,6 +238,8 @@ class NativeExecutor final : public Executor {
                       &inputs_overwritten);
     } catch (const Interrupted&) {
       throw;  // before any input was overwritten (run_plan): the sync can run again
+    } catch (const InternalError&) {
+      throw;  // a bug is reported, never retried on the reference interpreter
     } catch (const std::exception&) {
       // A failing kernel (integer division by zero) or fallback step (an
       // index out of range): the reference interpreter raises the same

@@ -9,6 +9,8 @@
 #include <string>
 #include <unordered_set>
 
+#include <unistd.h>
+
 #include "scan.h"
 #include "tensor.h"
 
@@ -39,6 +41,25 @@ bool eager_from_environment() {
                "eager mode stays off\n",
                text);
   return false;
+}
+
+// The message of an internal error met while running `graph`: what failed,
+// which graph, where the script synced; with LAZYLUA_DEBUG, a file holding
+// the graph to attach to a bug report.
+std::string describe_internal_error(const std::string& what, const Graph& graph, SyncCause cause,
+                                    const SourceLocation& where, int debug_level) {
+  std::string message =
+      fmt::format("{} (running graph {:016x} of {} nodes, synced ({}) at {})", what, graph.key,
+                  graph.nodes.size(), sync_cause_name(cause), location_string(where));
+  if (debug_level < 1) return message + "; LAZYLUA_DEBUG=1 writes a file to attach to a report";
+  char path[] = "/tmp/lazylua-internal-error-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return message;
+  const std::string report = message + "\n\n" + graph_text(graph);
+  const bool written = write(fd, report.data(), report.size()) ==
+                       static_cast<ssize_t>(report.size());
+  close(fd);
+  return written ? message + "; the graph is in " + path : message;
 }
 
 }  // namespace
@@ -265,6 +286,9 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
       }
     }
     throw Error(message);
+  } catch (const InternalError& error) {
+    throw InternalError(
+        describe_internal_error(error.what(), graph, cause, current_location(), debug_level));
   }
   const auto end = std::chrono::steady_clock::now();
   metrics.graphs_executed++;

@@ -4,8 +4,8 @@
 namespace lazylua {
 
 void internal_error(const char* file, int line, const char* condition) {
-  throw Error(fmt::format("internal error in lazylua ({}:{}: {}); please report it", file, line,
-                          condition));
+  throw InternalError(fmt::format("internal error in lazylua ({}:{}: {}); please report it", file,
+                                  line, condition));
 }
 
 }  // namespace lazylua

@@ -1,4 +1,5 @@
-// error.h - the two kinds of error in lazylua's tensor library.
+// error.h - the two kinds of error in lazylua's tensor library: the user's
+// (Error) and lazylua's own (InternalError).
 #pragma once
 
 #include <stdexcept>
@@ -21,7 +22,15 @@ template <typename... Args>
   throw Error(fmt::format(format, std::forward<Args>(args)...));
 }
 
-// An internal invariant: a failure is a bug in lazylua, never the user's fault.
+// A bug in lazylua (a broken invariant, LAZYLUA_ASSERT), never the user's
+// fault. Not an Error: nothing may take it for a user error, retry the work
+// another way or run interpreted instead; it reaches the user (as a Lua
+// error naming the op and graph where one is known).
+class InternalError : public std::logic_error {
+ public:
+  explicit InternalError(const std::string& message) : std::logic_error(message) {}
+};
+
 [[noreturn]] void internal_error(const char* file, int line, const char* condition);
 
 }  // namespace lazylua

@@ -36,6 +36,9 @@ class ReferenceExecutor final : public Executor {
       }
       try {
         values[i] = node.result.defined() ? node.result : evaluate_node(node, inputs);
+      } catch (const InternalError& error) {
+        throw InternalError(fmt::format("{} in op {} recorded at {}", error.what(), node.name(),
+                                        location_string(node.location)));
       } catch (const Error& error) {
         throw ExecutionError(error.what(), i);
       } catch (const std::bad_alloc&) {

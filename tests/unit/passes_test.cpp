@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 
@@ -883,6 +886,52 @@ TEST(Passes, RecordedGraphKeepsItsInputs) {
   EXPECT_EQ(count_ops(optimized, Op::permute), 0) << optimized.text();
   const std::vector<Array> inputs = program_inputs(graph);
   expect_same_bits(interpret(program, inputs), interpret(optimized, inputs), "recorded");
+}
+
+// An executor with a bug: every run breaks an invariant.
+class BrokenExecutor : public Executor {
+ public:
+  std::vector<Array> run(const Graph&, Metrics&) override {
+    LAZYLUA_ASSERT(1 + 1 == 3);
+    return {};
+  }
+};
+
+TEST(InternalErrors, ReachTheUserNamingTheGraphAndAreNeverUserErrors) {
+  for (const int debug_level : {0, 1}) {
+    Ref<Context> context = make_ref<Context>();
+    context->eager = false;
+    context->debug_level = debug_level;
+    context->executor = std::make_unique<BrokenExecutor>();
+    std::mt19937 rng(3);
+    const Tensor x = make_tensor(context.get(), random_array(DType::f32, Shape{4}, rng));
+    const Tensor y = unary(UnaryOp::exp, x);
+    std::string message;
+    try {
+      observe(y, SyncCause::item);
+      ADD_FAILURE() << "the broken executor did not fail";
+    } catch (const Error& error) {
+      ADD_FAILURE() << "an internal error became a user error: " << error.what();
+    } catch (const InternalError& error) {
+      message = error.what();
+    }
+    EXPECT_NE(message.find("internal error in lazylua"), std::string::npos) << message;
+    EXPECT_NE(message.find("1 + 1 == 3"), std::string::npos) << message;
+    EXPECT_NE(message.find(fmt::format("running graph {:016x} of 2 nodes", context->extract({y.get()}).key)),
+              std::string::npos)
+        << message;
+    const size_t file = message.find("the graph is in ");
+    if (debug_level == 0) {
+      EXPECT_NE(message.find("LAZYLUA_DEBUG=1 writes a file"), std::string::npos) << message;
+      continue;
+    }
+    ASSERT_NE(file, std::string::npos) << message;
+    const std::string path = message.substr(file + std::string("the graph is in ").size());
+    std::ifstream report(path);
+    const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("exp"), std::string::npos) << text;
+    std::remove(path.c_str());
+  }
 }
 
 TEST(Passes, DebugLevelTwoDumpsEveryPass) {
