@@ -83,6 +83,7 @@ struct Metrics {
   int64_t native_runs = 0;         // graphs run by native code
   int64_t interpreted_runs = 0;    // graphs run by the reference interpreter
   int64_t kernels = 0;             // kernels in the last native plan
+  int64_t kernel_functions = 0;    // distinct C functions among them
   int64_t fallbacks = 0;           // reference steps run inside native plans
   int64_t donated_buffers = 0;     // outputs computed into donated input buffers
   std::map<std::string, int64_t> fallbacks_by_op;
