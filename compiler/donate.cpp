@@ -69,7 +69,9 @@ std::vector<int> choose_donors(const Program& program, const Plan& plan) {
   std::vector<bool> taken(plan.slots.size(), false);
   bool any = false;
   for (int k = 0; k < step_count; k++) {
-    for (int slot : freed_after[k]) free[key_of(plan.slots[slot])].insert(slot);
+    for (int slot : freed_after[k]) {
+      if (!taken[slot]) free[key_of(plan.slots[slot])].insert(slot);
+    }
     const Step& step = plan.steps[k];
     if (step.kind != Step::Kind::kernel || fallible_from[k]) continue;
     for (int written : step.written) {
