@@ -4,6 +4,7 @@
 #include "compiler/codegen.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "compiler/codegen_c.h"
 #include "compiler/codegen_writer.h"
@@ -511,6 +512,33 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   loop(values, roots, write, roots[0]);
 }
 
+// The lowest constant offset of the reads of each slot (but `written`)
+// goes into the slot's pointer, so that copies of different parts of one
+// tensor (a cat of its slices) have one text. Only for reads that step
+// forwards along every dim: the moved pointer then stays at or before every
+// element they read, at one some read reads.
+void KernelWriter::move_read_pointers(const std::vector<int>& values, int written) {
+  std::map<int, std::vector<int>> reads;  // slot -> its read and gather nodes
+  for (int id : reachable(*graph_, values)) {
+    const KernelNode& node = graph_->node(id);
+    if (node.kind != KernelNode::Kind::read && node.kind != KernelNode::Kind::gather) continue;
+    if (slot_of_[node.base] != written) reads[slot_of_[node.base]].push_back(id);
+  }
+  for (const auto& [slot, ids] : reads) {
+    int64_t lowest = INT64_MAX;
+    bool forwards = true;
+    for (int id : ids) {
+      const Affine& offset = graph_->node(id).offset;
+      lowest = std::min(lowest, offset.constant);
+      for (int64_t c : offset.coef) forwards = forwards && c >= 0;
+    }
+    if (!forwards || lowest <= 0) continue;
+    for (int id : ids) graph_->shift_read(id, lowest);
+    const int k = argument(slot, false);
+    byte_offsets_[k] = lowest * dtype_size(plan_.slots[slot].dtype);
+  }
+}
+
 // One flat pass over the kernel's dims: values[k] is stored into the slot
 // of targets[k] at `write` (an element offset over the kernel's dims).
 void KernelWriter::loop(const std::vector<int>& values, const std::vector<int>& targets,
@@ -534,6 +562,7 @@ void KernelWriter::loop(const std::vector<int>& values, const std::vector<int>& 
     loop_variable_[last - 1] = "t";
   }
 
+  if (movable_write) move_read_pointers(values, slot_of_[targets[0]]);
   std::string bases;
   const std::string body = emit_values(values, &bases);
   // The reads have their pointers now: a target slot among them is read and

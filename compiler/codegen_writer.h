@@ -94,6 +94,7 @@ class KernelWriter {
   // pointer (Step::byte_offsets) rather than into the code.
   void loop(const std::vector<int>& values, const std::vector<int>& targets, const Affine& write,
             int instruction, bool movable_write = false);
+  void move_read_pointers(const std::vector<int>& values, int written);
   int transposed_dim(const std::vector<int>& values) const;
   void finish_tiled(const std::string& bases, const std::string& body,
                     const std::vector<int>& targets, const std::vector<std::string>& results,

@@ -110,6 +110,9 @@ class KernelGraph {
   // contiguous) as node `node`: later reads of its slot at the identity
   // use the node; reads at another offset set `reads_own_output`.
   void add_root(int root, int node);
+  // Moves a read's (or gather's) offset by -delta: its pointer moves by
+  // +delta (Step::byte_offsets).
+  void shift_read(int id, int64_t delta) { nodes_[id].offset.constant -= delta; }
 
   const Shape& dims() const { return dims_; }
   const std::vector<KernelNode>& nodes() const { return nodes_; }
