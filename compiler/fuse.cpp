@@ -136,8 +136,23 @@ class Fuser {
       if (lowering_of(program_, i) != Lowering::inlined) continue;
       const int input = at(i).inputs[0];
       if (layouts[input].defined()) continue;
-      materialized_[input] = true;
-      layouts = compute_layouts(program_, materialized_);
+      store(input, layouts);
+    }
+  }
+
+  // Materializes instruction i and updates `layouts` where that changes
+  // them: i and the views over it. (Recomputing every layout after each
+  // store made a graph of 10,000 reshapes quadratic, issue 12.)
+  void store(int i, std::vector<Layout>& layouts) {
+    materialized_[i] = true;
+    std::vector<int> stack{i};
+    while (!stack.empty()) {
+      const int j = stack.back();
+      stack.pop_back();
+      layouts[j] = layout_of(program_, materialized_, layouts, j);
+      for (int user : users_[j]) {
+        if (!materialized_[user] && is_view(at(user).op)) stack.push_back(user);
+      }
     }
   }
 
@@ -152,8 +167,7 @@ class Fuser {
         continue;
       }
       if (reshape_is_squeeze(from, instruction.shape)) continue;
-      materialized_[input] = true;
-      layouts = compute_layouts(program_, materialized_);
+      store(input, layouts);
     }
   }
 

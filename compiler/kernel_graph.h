@@ -49,6 +49,9 @@ struct Layout {
 // slot for those, a view of one for view ops over a layout (a reshape only
 // when the strides allow it, as Array::try_reshape_view), else undefined.
 std::vector<Layout> compute_layouts(const Program& program, const std::vector<bool>& materialized);
+// The layout of instruction i alone, given the layouts of its inputs.
+Layout layout_of(const Program& program, const std::vector<bool>& materialized,
+                 const std::vector<Layout>& layouts, int i);
 
 // True when `to` has the extents of `from` but for extent-1 dims: such a
 // reshape is index arithmetic on any value, even one never stored.
