@@ -837,9 +837,9 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
   if (standalone && plan.kernel_count > 0) {
     plan.source = std::string(codegen_prelude()) + kernel_math_source() + plan.source;
   }
-  plan.summary = fmt::format("{} steps, {} kernels ({} functions): {}", plan.steps.size(),
-                             plan.kernel_count, plan.function_count,
-                             summary.empty() ? "-" : summary);
+  plan.summary =
+      fmt::format("{} steps, {} kernels ({} functions): {}", plan.steps.size(), plan.kernel_count,
+                  plan.function_count, summary.empty() ? "-" : summary);
   return plan;
 }
 

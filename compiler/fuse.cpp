@@ -1,7 +1,7 @@
 // fuse.cpp - choosing the slots of a program and grouping its instructions
 // into steps.
 //
-// Three passes over the instructions:
+// Four passes over the instructions:
 //  1. forced slots: inputs, outputs, results of non-inlined ops and the
 //     inputs that a BLAS call or an eager kernel reads from memory;
 //  2. forward: a reshape of a value that strides cannot express makes its
@@ -9,7 +9,9 @@
 //  3. backward: a value read by more than one kernel is stored when
 //     recomputing it in each would cost more than storing it once, and an
 //     integer // or % seen only in part (through a slice) is stored so that
-//     every divisor is checked, as eager mode does.
+//     every divisor is checked, as eager mode does;
+//  4. forward: an expression of more than kMaxKernelOps ops has values in
+//     it stored, so that no kernel grows past the C compiler's comfort.
 // Then each stored value becomes a step, in program order; an elementwise
 // kernel joins the previous one when both loop over the same shape and the
 // new one reads the previous one's outputs only at the element it writes.

@@ -44,11 +44,11 @@ struct Step {
   // library: a convolution or pooling kernel shared with eager mode.
   enum class Kind { kernel, matmul, library, reference, scan };
   Kind kind = Kind::reference;
-  std::string function;      // kernel: the C function's name in Plan::source
-  int64_t iterations = 0;    // kernel: trip count of the outer loop
-  int64_t grain = 1;         // kernel: fewest iterations worth a thread
-  std::vector<int> slots;    // kernel: its buffers in argument order;
-                             // matmul/library/reference: input slots, then the output slot
+  std::string function;    // kernel: the C function's name in Plan::source
+  int64_t iterations = 0;  // kernel: trip count of the outer loop
+  int64_t grain = 1;       // kernel: fewest iterations worth a thread
+  std::vector<int> slots;  // kernel: its buffers in argument order;
+                           // matmul/library/reference: input slots, then the output slot
   // kernel (empty, or per argument): bytes added to the slot's data pointer
   // before the call. A cat writes each input's region through a pointer
   // moved to the region, so that every same-shaped region is one function
