@@ -4,6 +4,7 @@
 #include "compiler/codegen.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "compiler/codegen_c.h"
 #include "compiler/codegen_writer.h"
@@ -31,6 +32,7 @@ void KernelWriter::start(const Shape& dims) {
   loop_variable_.clear();
   arguments_.clear();
   written_.clear();
+  byte_offsets_.clear();
   emitted_.clear();
   checked_.clear();
   prologue_.clear();
@@ -46,6 +48,7 @@ int KernelWriter::argument(int slot, bool written) {
   }
   arguments_.push_back(slot);
   written_.push_back(written);
+  byte_offsets_.push_back(0);
   return static_cast<int>(arguments_.size()) - 1;
 }
 
@@ -459,6 +462,7 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
                      prologue_ + body + errors + "return 0;\n}\n";
   auto [known, added] = functions_by_text_.emplace(std::move(text), name);
   if (added) {
+    plan_.function_count++;
     std::string& source = plan_.source;
     source += fmt::format("\nLZK_INLINE int {}_run", name) + known->first;
     source += fmt::format("int {0}(char* const* buffers, int64_t begin, int64_t end) {{\n", name);
@@ -471,6 +475,9 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
   step.iterations = iterations;
   step.grain = std::max<int64_t>(1, grain);
   step.slots = arguments_;
+  if (std::any_of(byte_offsets_.begin(), byte_offsets_.end(), [](int64_t b) { return b != 0; })) {
+    step.byte_offsets = byte_offsets_;
+  }
   step.instruction = instruction;
   for (size_t k = 0; k < arguments_.size(); k++) {
     if (written_[k]) step.written.push_back(arguments_[k]);
@@ -512,10 +519,38 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   loop(values, roots, write, roots[0]);
 }
 
+// The lowest constant offset of the reads of each slot (but `written`)
+// goes into the slot's pointer, so that copies of different parts of one
+// tensor (a cat of its slices) have one text. Only for reads that step
+// forwards along every dim: the moved pointer then stays at or before every
+// element they read, at one some read reads.
+void KernelWriter::move_read_pointers(const std::vector<int>& values, int written) {
+  std::map<int, std::vector<int>> reads;  // slot -> its read and gather nodes
+  for (int id : reachable(*graph_, values)) {
+    const KernelNode& node = graph_->node(id);
+    if (node.kind != KernelNode::Kind::read && node.kind != KernelNode::Kind::gather) continue;
+    if (slot_of_[node.base] != written) reads[slot_of_[node.base]].push_back(id);
+  }
+  for (const auto& [slot, ids] : reads) {
+    int64_t lowest = INT64_MAX;
+    bool forwards = true;
+    for (int id : ids) {
+      const Affine& offset = graph_->node(id).offset;
+      lowest = std::min(lowest, offset.constant);
+      for (int64_t c : offset.coef) forwards = forwards && c >= 0;
+    }
+    if (!forwards || lowest <= 0) continue;
+    for (int id : ids) graph_->shift_read(id, lowest);
+    const int k = argument(slot, false);
+    byte_offsets_[k] = lowest * dtype_size(plan_.slots[slot].dtype);
+  }
+}
+
 // One flat pass over the kernel's dims: values[k] is stored into the slot
 // of targets[k] at `write` (an element offset over the kernel's dims).
 void KernelWriter::loop(const std::vector<int>& values, const std::vector<int>& targets,
-                        const Affine& write, int instruction) {
+                        const Affine& given_write, int instruction, bool movable_write) {
+  Affine write = given_write;
   const Shape& shape = graph_->dims();
   const int64_t total = numel(shape);
   collapse(values, {write}, std::vector<bool>(shape.rank(), false), false);
@@ -534,8 +569,18 @@ void KernelWriter::loop(const std::vector<int>& values, const std::vector<int>& 
     loop_variable_[last - 1] = "t";
   }
 
+  if (movable_write) move_read_pointers(values, slot_of_[targets[0]]);
   std::string bases;
   const std::string body = emit_values(values, &bases);
+  // The reads have their pointers now: a target slot among them is read and
+  // written through one pointer, which then cannot move.
+  const int target_slot = slot_of_[targets[0]];
+  if (movable_write && targets.size() == 1 && write.constant != 0 &&
+      std::find(arguments_.begin(), arguments_.end(), target_slot) == arguments_.end()) {
+    const int k = argument(target_slot, true);
+    byte_offsets_[k] = write.constant * dtype_size(program_.instructions[targets[0]].dtype);
+    write.constant = 0;
+  }
   bases += fmt::format("const int64_t w = {};\n", base_of(write));
   std::vector<std::string> results;
   for (size_t k = 0; k < targets.size(); k++) {
@@ -650,7 +695,7 @@ void KernelWriter::assemble(int instruction) {
       const int out_dim = selected && d >= dim ? d + 1 : d;
       write.coef[d] = region[d] == 1 ? 0 : strides[out_dim];
     }
-    loop({value}, {instruction}, write, instruction);
+    loop({value}, {instruction}, write, instruction, true);
   };
   if (out.op == Op::cat) {
     int64_t offset = 0;
@@ -689,6 +734,7 @@ Step scan_step(const Program& program, int root, const std::vector<int>& slot_of
   scan->plan = plan_program(scan->program, fmt::format("{}s{}_", prefix, plan.steps.size()));
   plan.source += scan->plan.source;
   plan.kernel_count += scan->plan.kernel_count;
+  plan.function_count += scan->plan.function_count;
   Step step;
   step.kind = Step::Kind::scan;
   step.instruction = root;
@@ -798,8 +844,9 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
   if (standalone && plan.kernel_count > 0) {
     plan.source = std::string(codegen_prelude()) + kernel_math_source() + plan.source;
   }
-  plan.summary = fmt::format("{} steps, {} kernels: {}", plan.steps.size(), plan.kernel_count,
-                             summary.empty() ? "-" : summary);
+  plan.summary =
+      fmt::format("{} steps, {} kernels ({} functions): {}", plan.steps.size(), plan.kernel_count,
+                  plan.function_count, summary.empty() ? "-" : summary);
   return plan;
 }
 

@@ -12,7 +12,9 @@
 //    operands give one flat loop) and cut into chunks of kChunk elements;
 //    a loop that reads a transposed operand goes in tiles instead;
 //  - cat, slice_update, select_update: elementwise kernels that write
-//    regions of their output;
+//    regions of their output; the region's offset (and the lowest offset
+//    each input is read at) goes into the pointers (Step::byte_offsets),
+//    so regions of one shape are one C function however many there are;
 //  - reduction over one dim: a line per output when the reduced elements
 //    are adjacent in memory (vectorized folds of blocks), else columns
 //    (a row of accumulators, vectorized along the outputs);

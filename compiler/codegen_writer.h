@@ -90,8 +90,11 @@ class KernelWriter {
   // in row-major order; `row` runs for each run of the last dim [x0, x1).
   std::string walk(int first, int last, const std::string& begin, const std::string& end,
                    const std::string& bases, const std::string& row) const;
+  // `movable_write`: the write's constant offset may go into the target's
+  // pointer (Step::byte_offsets) rather than into the code.
   void loop(const std::vector<int>& values, const std::vector<int>& targets, const Affine& write,
-            int instruction);
+            int instruction, bool movable_write = false);
+  void move_read_pointers(const std::vector<int>& values, int written);
   int transposed_dim(const std::vector<int>& values) const;
   void finish_tiled(const std::string& bases, const std::string& body,
                     const std::vector<int>& targets, const std::vector<std::string>& results,
@@ -109,6 +112,7 @@ class KernelWriter {
   std::vector<std::string> loop_variable_;  // per collapsed dim; empty: odometer i<g>
   std::vector<int> arguments_;
   std::vector<bool> written_;
+  std::vector<int64_t> byte_offsets_;  // per argument: Step::byte_offsets
   std::vector<bool> emitted_;
   // Instructions whose errors the kernel checks (an error flag each), and
   // the error each reports.

@@ -5,6 +5,8 @@
 // value can write it over the old one, so a step allocates no new memory
 // for its parameters and the weights stay where the caches have them.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "compiler/codegen.h"
 
@@ -12,8 +14,11 @@ namespace lazylua::compiler {
 
 namespace {
 
-bool contains(const std::vector<int>& values, int value) {
-  return std::find(values.begin(), values.end(), value) != values.end();
+// Slots one can take over another's memory: dtype and extents.
+std::vector<int64_t> key_of(const Slot& slot) {
+  std::vector<int64_t> key{static_cast<int64_t>(slot.dtype)};
+  key.insert(key.end(), slot.shape.begin(), slot.shape.end());
+  return key;
 }
 
 }  // namespace
@@ -47,29 +52,48 @@ std::vector<int> choose_donors(const Program& program, const Plan& plan) {
       if (first_write[slot] < 0) first_write[slot] = k;
     }
   }
-  std::vector<int> output_slots = plan.outputs;
+  std::vector<bool> is_output(plan.slots.size(), false);
+  for (int slot : plan.outputs) is_output[slot] = true;
+  // The donated inputs, by the step after which nothing reads them; a pool
+  // per dtype and shape of those free at the current step, lowest slot
+  // first. (A scan of every slot for every output made a mark_step of
+  // 10,000 values quadratic, issue 12.)
+  std::vector<std::vector<int>> freed_after(step_count + 1);
+  for (size_t s = 0; s < plan.slots.size(); s++) {
+    const Slot& in = plan.slots[s];
+    if (in.input_index < 0 || !program.donated[in.input_index] || is_output[s]) continue;
+    freed_after[last_use[s] + 1].push_back(static_cast<int>(s));
+  }
+  std::map<std::vector<int64_t>, std::set<int>> free;
   std::vector<int> donor(program.instructions.size(), -1);
   std::vector<bool> taken(plan.slots.size(), false);
   bool any = false;
   for (int k = 0; k < step_count; k++) {
+    for (int slot : freed_after[k]) {
+      if (!taken[slot]) free[key_of(plan.slots[slot])].insert(slot);
+    }
     const Step& step = plan.steps[k];
     if (step.kind != Step::Kind::kernel || fallible_from[k]) continue;
     for (int written : step.written) {
       const Slot& out = plan.slots[written];
       if (out.input_index >= 0 || first_write[written] != k) continue;
-      if (!contains(output_slots, written)) continue;
-      for (size_t s = 0; s < plan.slots.size(); s++) {
-        const Slot& in = plan.slots[s];
-        const int slot = static_cast<int>(s);
-        if (in.input_index < 0 || taken[s] || !program.donated[in.input_index]) continue;
-        if (in.dtype != out.dtype || in.shape != out.shape) continue;
-        if (contains(output_slots, slot) || last_use[s] > k) continue;
-        if (last_use[s] == k && !contains(step.same_element_reads, slot)) continue;
-        donor[out.instruction] = in.instruction;
-        taken[s] = true;
-        any = true;
-        break;
+      if (!is_output[written]) continue;
+      // The lowest free slot of the output's type, or one this very step
+      // reads last, only at the element it writes.
+      int chosen = -1;
+      auto pool = free.find(key_of(out));
+      if (pool != free.end() && !pool->second.empty()) chosen = *pool->second.begin();
+      for (int slot : step.same_element_reads) {
+        const Slot& in = plan.slots[slot];
+        if (in.input_index < 0 || taken[slot] || !program.donated[in.input_index]) continue;
+        if (is_output[slot] || last_use[slot] != k || key_of(in) != key_of(out)) continue;
+        if (chosen < 0 || slot < chosen) chosen = slot;
       }
+      if (chosen < 0) continue;
+      if (pool != free.end()) pool->second.erase(chosen);
+      donor[out.instruction] = plan.slots[chosen].instruction;
+      taken[chosen] = true;
+      any = true;
     }
   }
   if (!any) return {};

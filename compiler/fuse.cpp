@@ -1,7 +1,7 @@
 // fuse.cpp - choosing the slots of a program and grouping its instructions
 // into steps.
 //
-// Three passes over the instructions:
+// Four passes over the instructions:
 //  1. forced slots: inputs, outputs, results of non-inlined ops and the
 //     inputs that a BLAS call or an eager kernel reads from memory;
 //  2. forward: a reshape of a value that strides cannot express makes its
@@ -9,7 +9,9 @@
 //  3. backward: a value read by more than one kernel is stored when
 //     recomputing it in each would cost more than storing it once, and an
 //     integer // or % seen only in part (through a slice) is stored so that
-//     every divisor is checked, as eager mode does.
+//     every divisor is checked, as eager mode does;
+//  4. forward: an expression of more than kMaxKernelOps ops has values in
+//     it stored, so that no kernel grows past the C compiler's comfort.
 // Then each stored value becomes a step, in program order; an elementwise
 // kernel joins the previous one when both loop over the same shape and the
 // new one reads the previous one's outputs only at the element it writes.
@@ -23,6 +25,13 @@ namespace lazylua::compiler {
 namespace {
 
 constexpr size_t kMaxKernelRoots = 16;
+// The most ops one kernel computes (issue 12). The C compiler's time grows
+// faster than the size of a function (a chain of 10,000 additions in one
+// loop took it minutes), so a longer expression is cut: the value where the
+// count passes the bound is stored, and the kernels after it read it back.
+// Kernels of equal text are one C function, so a long chain of the same op
+// compiles one piece. Training steps stay far below this.
+constexpr int kMaxKernelOps = 256;
 
 // Inlined ops that may raise an error (integer // and % by zero, integer
 // powers with negative exponents, indices out of range): every element
@@ -93,6 +102,7 @@ class Fuser {
     store_indexed_sources();
     store_reshape_inputs();
     store_shared_values();
+    bound_kernel_sizes();
     Fusion fusion;
     fusion.materialized = materialized_;
     fusion.steps = group_steps();
@@ -128,8 +138,23 @@ class Fuser {
       if (lowering_of(program_, i) != Lowering::inlined) continue;
       const int input = at(i).inputs[0];
       if (layouts[input].defined()) continue;
-      materialized_[input] = true;
-      layouts = compute_layouts(program_, materialized_);
+      store(input, layouts);
+    }
+  }
+
+  // Materializes instruction i and updates `layouts` where that changes
+  // them: i and the views over it. (Recomputing every layout after each
+  // store made a graph of 10,000 reshapes quadratic, issue 12.)
+  void store(int i, std::vector<Layout>& layouts) {
+    materialized_[i] = true;
+    std::vector<int> stack{i};
+    while (!stack.empty()) {
+      const int j = stack.back();
+      stack.pop_back();
+      layouts[j] = layout_of(program_, materialized_, layouts, j);
+      for (int user : users_[j]) {
+        if (!materialized_[user] && is_view(at(user).op)) stack.push_back(user);
+      }
     }
   }
 
@@ -144,8 +169,7 @@ class Fuser {
         continue;
       }
       if (reshape_is_squeeze(from, instruction.shape)) continue;
-      materialized_[input] = true;
-      layouts = compute_layouts(program_, materialized_);
+      store(input, layouts);
     }
   }
 
@@ -199,19 +223,74 @@ class Fuser {
     }
   }
 
+  // The ops a kernel computes to produce instruction i at one element,
+  // counting a value every time a path reaches it (an upper bound of the
+  // kernel's distinct nodes), saturated above kMaxKernelOps.
+  int own_ops(int i) const {
+    const Instruction& instruction = at(i);
+    if (is_elementwise(instruction)) return instruction.op == Op::constant ? 0 : 1;
+    if (is_indexed_read(instruction.op)) return 2;
+    if (instruction.op == Op::scatter_add && lowering_of(program_, i) == Lowering::inlined) {
+      return 2 * static_cast<int>(at(instruction.inputs[1]).shape[instruction.attrs.values[0]]);
+    }
+    return 0;  // views, and the ops of other kernel forms (their own loops)
+  }
+
+  // In program order: an instruction whose inlined expression passes
+  // kMaxKernelOps has its costliest inlined inputs stored until it fits.
+  // Storing only ever adds layouts, so the earlier passes stay valid.
+  void bound_kernel_sizes() {
+    kernel_ops_.assign(count_, 0);
+    for (int i = 0; i < count_; i++) {
+      const Lowering lowering = lowering_of(program_, i);
+      if (lowering == Lowering::input || lowering == Lowering::scan_part) continue;
+      auto total = [&] {
+        int ops = own_ops(i);
+        for (int input : at(i).inputs) {
+          if (!materialized_[input]) ops = std::min(ops + kernel_ops_[input], kMaxKernelOps + 1);
+        }
+        return ops;
+      };
+      int ops = total();
+      while (ops > kMaxKernelOps) {
+        int costliest = -1;
+        for (int input : at(i).inputs) {
+          if (materialized_[input] || kernel_ops_[input] == 0) continue;
+          if (costliest < 0 || kernel_ops_[input] > kernel_ops_[costliest]) costliest = input;
+        }
+        if (costliest < 0) break;  // one op alone (a wide scatter_add): left as it is
+        // A view costs what its source does: the source is stored, so that
+        // a broadcast stores no more elements than it reads.
+        int source = costliest;
+        while (is_view(at(source).op) && !materialized_[at(source).inputs[0]] &&
+               kernel_ops_[at(source).inputs[0]] > 0) {
+          kernel_ops_[source] = 0;
+          source = at(source).inputs[0];
+        }
+        materialized_[source] = true;
+        ops = total();
+      }
+      kernel_ops_[i] = ops;
+    }
+  }
+
   std::vector<FusedStep> group_steps() const {
     const std::vector<Layout> layouts = compute_layouts(program_, materialized_);
     std::vector<FusedStep> steps;
+    int last_ops = 0;  // the ops of the last step's kernel (as bound_kernel_sizes counts)
     for (int i = 0; i < count_; i++) {
       if (!materialized_[i]) continue;
       const Lowering lowering = lowering_of(program_, i);
       if (lowering == Lowering::input || lowering == Lowering::scan_part) continue;
       if (lowering == Lowering::inlined && !steps.empty() &&
-          steps.back().lowering == Lowering::inlined && can_join(steps.back(), i, layouts)) {
+          steps.back().lowering == Lowering::inlined &&
+          last_ops + kernel_ops_[i] <= kMaxKernelOps && can_join(steps.back(), i, layouts)) {
         steps.back().roots.push_back(i);
+        last_ops += kernel_ops_[i];
         continue;
       }
       steps.push_back({lowering, {i}});
+      last_ops = kernel_ops_[i];
     }
     return steps;
   }
@@ -236,6 +315,7 @@ class Fuser {
   const Program& program_;
   const int count_;
   std::vector<bool> materialized_;
+  std::vector<int> kernel_ops_;  // per instruction: ops of the kernel that computes it
   std::vector<std::vector<int>> users_;
 };
 

@@ -25,7 +25,8 @@ enum class Lowering {
   arg_reduce,  // argmax/argmin: a reduction kernel keeping the first best position
   cumsum,      // running sums along a dim: a kernel of lines or columns
   scatter,     // scatter_add of many terms: a kernel adding each line's terms
-  assemble,    // cat, slice_update, select_update: a kernel per region written
+  assemble,    // cat, slice_update, select_update: a kernel per region written (regions of
+               // one shape share one C function: the region's offset is in its pointer)
   matmul,      // a BLAS call
   library,     // convolution or pooling: the shared kernel of tensor/kernels/conv.cpp
   reference,   // the eager kernel, run inside the plan

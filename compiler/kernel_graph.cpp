@@ -81,54 +81,56 @@ bool reshape_is_squeeze(const Shape& from, const Shape& to) {
   return a == b;
 }
 
-std::vector<Layout> compute_layouts(const Program& program, const std::vector<bool>& materialized) {
+Layout layout_of(const Program& program, const std::vector<bool>& materialized,
+                 const std::vector<Layout>& layouts, int i) {
   const auto& instructions = program.instructions;
-  std::vector<Layout> layouts(instructions.size());
-  for (size_t i = 0; i < instructions.size(); i++) {
-    const Instruction& instruction = instructions[i];
-    if (materialized[i]) {
-      layouts[i] = {static_cast<int>(i), 0, contiguous_strides(instruction.shape)};
-      continue;
-    }
-    if (!is_view(instruction.op) || !layouts[instruction.inputs[0]].defined()) continue;
-    const Layout& source = layouts[instruction.inputs[0]];
-    // A meta array (no buffer) does the stride arithmetic of eager views.
-    Array input;
-    input.shape = instructions[instruction.inputs[0]].shape;
-    input.strides = source.strides;
-    input.offset = source.offset;
-    Array view;
-    const int64_t* attrs = instruction.attrs.values;
-    switch (instruction.op) {
-      case Op::permute: {
-        Shape shape;
-        Strides strides;
-        for (int d = 0; d < input.rank(); d++) {
-          shape.push_back(input.shape[static_cast<int>(attrs[d])]);
-          strides.push_back(input.strides[static_cast<int>(attrs[d])]);
-        }
-        view = input.view_as(shape, strides, input.offset);
-        break;
+  const Instruction& instruction = instructions[i];
+  if (materialized[i]) return {i, 0, contiguous_strides(instruction.shape)};
+  if (!is_view(instruction.op) || !layouts[instruction.inputs[0]].defined()) return {};
+  const Layout& source = layouts[instruction.inputs[0]];
+  // A meta array (no buffer) does the stride arithmetic of eager views.
+  Array input;
+  input.shape = instructions[instruction.inputs[0]].shape;
+  input.strides = source.strides;
+  input.offset = source.offset;
+  Array view;
+  const int64_t* attrs = instruction.attrs.values;
+  switch (instruction.op) {
+    case Op::permute: {
+      Shape shape;
+      Strides strides;
+      for (int d = 0; d < input.rank(); d++) {
+        shape.push_back(input.shape[static_cast<int>(attrs[d])]);
+        strides.push_back(input.strides[static_cast<int>(attrs[d])]);
       }
-      case Op::slice:
-        view = input.narrowed(static_cast<int>(attrs[0]), attrs[1], attrs[2]);
-        break;
-      case Op::select:
-        view = input.selected(static_cast<int>(attrs[0]), attrs[1]);
-        break;
-      case Op::expand:
-        view = input.expanded(instruction.shape);
-        break;
-      case Op::reshape:
-        // Failure is an empty Array, whose shape only matches a 0-d target,
-        // and a 0-d target always succeeds.
-        view = input.try_reshape_view(instruction.shape);
-        if (view.shape != instruction.shape) continue;
-        break;
-      default:
-        continue;
+      view = input.view_as(shape, strides, input.offset);
+      break;
     }
-    layouts[i] = {source.base, view.offset, view.strides};
+    case Op::slice:
+      view = input.narrowed(static_cast<int>(attrs[0]), attrs[1], attrs[2]);
+      break;
+    case Op::select:
+      view = input.selected(static_cast<int>(attrs[0]), attrs[1]);
+      break;
+    case Op::expand:
+      view = input.expanded(instruction.shape);
+      break;
+    case Op::reshape:
+      // Failure is an empty Array, whose shape only matches a 0-d target,
+      // and a 0-d target always succeeds.
+      view = input.try_reshape_view(instruction.shape);
+      if (view.shape != instruction.shape) return {};
+      break;
+    default:
+      return {};
+  }
+  return {source.base, view.offset, view.strides};
+}
+
+std::vector<Layout> compute_layouts(const Program& program, const std::vector<bool>& materialized) {
+  std::vector<Layout> layouts(program.instructions.size());
+  for (size_t i = 0; i < layouts.size(); i++) {
+    layouts[i] = layout_of(program, materialized, layouts, static_cast<int>(i));
   }
   return layouts;
 }

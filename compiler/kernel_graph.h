@@ -49,6 +49,9 @@ struct Layout {
 // slot for those, a view of one for view ops over a layout (a reshape only
 // when the strides allow it, as Array::try_reshape_view), else undefined.
 std::vector<Layout> compute_layouts(const Program& program, const std::vector<bool>& materialized);
+// The layout of instruction i alone, given the layouts of its inputs.
+Layout layout_of(const Program& program, const std::vector<bool>& materialized,
+                 const std::vector<Layout>& layouts, int i);
 
 // True when `to` has the extents of `from` but for extent-1 dims: such a
 // reshape is index arithmetic on any value, even one never stored.
@@ -110,6 +113,9 @@ class KernelGraph {
   // contiguous) as node `node`: later reads of its slot at the identity
   // use the node; reads at another offset set `reads_own_output`.
   void add_root(int root, int node);
+  // Moves a read's (or gather's) offset by -delta: its pointer moves by
+  // +delta (Step::byte_offsets).
+  void shift_read(int id, int64_t delta) { nodes_[id].offset.constant -= delta; }
 
   const Shape& dims() const { return dims_; }
   const std::vector<KernelNode>& nodes() const { return nodes_; }

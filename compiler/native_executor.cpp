@@ -234,6 +234,7 @@ class NativeExecutor final : public Executor {
     try {
       metrics.native_runs++;
       metrics.kernels = entry->plan.kernel_count;
+      metrics.kernel_functions = entry->plan.function_count;
       return run_plan(entry->plan, entry->program, program_inputs(graph), metrics,
                       &inputs_overwritten);
     } catch (const Interrupted&) {
@@ -294,10 +295,11 @@ class NativeExecutor final : public Executor {
           if (!uninterruptible) uninterruptible.emplace(nullptr);
         }
         buffers.clear();
-        for (int s : step.slots) {
+        for (size_t k = 0; k < step.slots.size(); k++) {
+          const int s = step.slots[k];
           if (!slots[s].defined())
             slots[s] = Array::empty(plan.slots[s].shape, plan.slots[s].dtype);
-          buffers.push_back(static_cast<char*>(slots[s].raw_data()));
+          buffers.push_back(static_cast<char*>(slots[s].raw_data()) + step.byte_offset(k));
         }
         std::atomic<int> failure{0};
         const auto kernel = reinterpret_cast<KernelFunction>(plan.functions[i]);

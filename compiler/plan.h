@@ -45,11 +45,16 @@ struct Step {
   // library: a convolution or pooling kernel shared with eager mode.
   enum class Kind { kernel, matmul, library, reference, scan };
   Kind kind = Kind::reference;
-  std::string function;      // kernel: the C function's name in Plan::source
-  int64_t iterations = 0;    // kernel: trip count of the outer loop
-  int64_t grain = 1;         // kernel: fewest iterations worth a thread
-  std::vector<int> slots;    // kernel: its buffers in argument order;
-                             // matmul/library/reference: input slots, then the output slot
+  std::string function;    // kernel: the C function's name in Plan::source
+  int64_t iterations = 0;  // kernel: trip count of the outer loop
+  int64_t grain = 1;       // kernel: fewest iterations worth a thread
+  std::vector<int> slots;  // kernel: its buffers in argument order;
+                           // matmul/library/reference: input slots, then the output slot
+  // kernel (empty, or per argument): bytes added to the slot's data pointer
+  // before the call. A cat writes each input's region through a pointer
+  // moved to the region, so that every same-shaped region is one function
+  // rather than one per offset (issue 12: 10,000 inputs made 10,000).
+  std::vector<int64_t> byte_offsets;
   int instruction = -1;      // matmul/library/reference: the instruction computed;
                              // kernel: the first instruction it covers
   std::vector<int> written;  // kernel: the slots it writes
@@ -57,6 +62,9 @@ struct Step {
   // writing, so an output may take over such a slot's memory (donation).
   std::vector<int> same_element_reads;
   bool can_fail = false;  // it may return an error (checked integer division)
+  int64_t byte_offset(size_t argument) const {
+    return byte_offsets.empty() ? 0 : byte_offsets[argument];
+  }
   // matmul: bit k set when input k is read transposed from its slot (BLAS's
   // transpose flag, no copy).
   uint8_t transposed_inputs = 0;
@@ -72,6 +80,7 @@ struct Plan {
   std::vector<int> outputs;  // the slot of each Program output, in order
   std::string source;        // C source of every kernel (empty if none)
   int kernel_count = 0;      // with the kernels of scan bodies
+  int function_count = 0;    // distinct C functions among them (identical kernels share one)
   std::string summary;       // one line: ops and shapes, for cache records
   // Filled when the compiled code is loaded: each kernel step's function
   // (null for other steps).

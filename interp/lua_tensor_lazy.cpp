@@ -96,6 +96,7 @@ int metrics(lua_State* L) {
   set_integer(L, "native_runs", m.native_runs);
   set_integer(L, "interpreted_runs", m.interpreted_runs);
   set_integer(L, "kernels", m.kernels);
+  set_integer(L, "kernel_functions", m.kernel_functions);
   set_integer(L, "fallbacks", m.fallbacks);
   set_integer(L, "donated_buffers", m.donated_buffers);
   lua_newtable(L);

@@ -75,16 +75,17 @@ struct Metrics {
   double sync_seconds = 0;  // whole syncs: extraction, key, execution, binding
 
   // Filled by the compiler's executor (compiler/native_executor.cpp).
-  int64_t compiles = 0;            // programs built into native code
-  double compile_seconds = 0;      // their build time (on the compile thread)
-  int64_t memory_cache_hits = 0;   // runs of a program compiled before
+  int64_t compiles = 0;             // programs built into native code
+  double compile_seconds = 0;       // their build time (on the compile thread)
+  int64_t memory_cache_hits = 0;    // runs of a program compiled before
   int64_t memory_cache_misses = 0;  // programs not in memory: built, or loaded from disk
-  int64_t disk_cache_hits = 0;     // programs loaded from the disk cache
-  int64_t native_runs = 0;         // graphs run by native code
-  int64_t interpreted_runs = 0;    // graphs run by the reference interpreter
-  int64_t kernels = 0;             // kernels in the last native plan
-  int64_t fallbacks = 0;           // reference steps run inside native plans
-  int64_t donated_buffers = 0;     // outputs computed into donated input buffers
+  int64_t disk_cache_hits = 0;      // programs loaded from the disk cache
+  int64_t native_runs = 0;          // graphs run by native code
+  int64_t interpreted_runs = 0;     // graphs run by the reference interpreter
+  int64_t kernels = 0;              // kernels in the last native plan
+  int64_t kernel_functions = 0;     // distinct C functions among them
+  int64_t fallbacks = 0;            // reference steps run inside native plans
+  int64_t donated_buffers = 0;      // outputs computed into donated input buffers
   std::map<std::string, int64_t> fallbacks_by_op;
 };
 
@@ -102,8 +103,7 @@ std::unique_ptr<Executor> make_reference_executor();
 // An Error raised while computing a graph; `node` is its position.
 class ExecutionError : public Error {
  public:
-  ExecutionError(const std::string& message, int failed_node)
-      : Error(message), node(failed_node) {}
+  ExecutionError(const std::string& message, int failed_node) : Error(message), node(failed_node) {}
   int node;
 };
 

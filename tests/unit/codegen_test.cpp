@@ -245,6 +245,33 @@ TEST_F(Codegen, CatAndUpdatesWriteRegions) {
   check(record({i}), 0, 0, "integer updates");
 }
 
+// Issue 12: a cat's same-shaped regions are one C function (the region's
+// offset goes into its pointers), also when they are slices of one tensor;
+// a long elementwise chain is cut into kernels of bounded size.
+TEST_F(Codegen, ManyRegionsShareOneFunction) {
+  std::vector<Tensor> parts;
+  for (int k = 0; k < 40; k++) parts.push_back(data({3, 2}));
+  const Plan& separate = check(record({cat(parts, 1)}), 0, 0, "cat of inputs");
+  EXPECT_EQ(separate.kernel_count, 40) << separate.summary;
+  EXPECT_EQ(separate.function_count, 1) << separate.summary;
+  const Tensor whole = data({50, 4}, DType::i64, 100);
+  std::vector<Tensor> slices;
+  for (int k = 0; k < 25; k++) slices.push_back(narrow(whole, 0, 49 - 2 * k, 1));
+  const Plan& reversed = check(record({cat(slices, 0)}), 0, 0, "cat of slices");
+  EXPECT_EQ(reversed.function_count, 1) << reversed.summary;
+}
+
+TEST_F(Codegen, LongChainsAreCut) {
+  Tensor x = data({37});
+  for (int k = 0; k < 1000; k++) {
+    x = binary(k % 2 ? BinaryOp::add : BinaryOp::mul, x,
+               ops::Scalar::from_double(k % 2 ? 0.25 : 0.5));
+  }
+  const Plan& plan = check(record({reduce(ReduceOp::sum, x, 0, false)}), 1e-5, 1e-5, "chain");
+  EXPECT_GE(plan.kernel_count, 4) << plan.summary;
+  EXPECT_LE(plan.function_count, 4) << plan.summary;
+}
+
 // ---- Steps that are not kernels ----
 
 TEST_F(Codegen, MatmulAndReferenceStepsBetweenKernels) {

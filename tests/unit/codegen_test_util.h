@@ -139,7 +139,9 @@ inline Outcome run_plan(const Plan& plan, const Library& library, const Program&
       EXPECT_NE(kernel, nullptr) << step.function;
       if (!kernel) return outcome;
       std::vector<char*> buffers;
-      for (const Array& a : arguments) buffers.push_back(static_cast<char*>(a.raw_data()));
+      for (size_t k = 0; k < arguments.size(); k++) {
+        buffers.push_back(static_cast<char*>(arguments[k].raw_data()) + step.byte_offset(k));
+      }
       const int64_t n = step.iterations;
       if (threaded) {
         std::atomic<int> error{0};
