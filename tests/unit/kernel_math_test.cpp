@@ -1,5 +1,5 @@
 // kernel_math_test.cpp - accuracy, special values, Lua integer semantics and
-// vectorization of compiler/kernel_math.h, the math library that generated
+// vectorization of tensor/kernels/kernel_math.h, the math library that generated
 // kernels include.
 //
 // Accuracy is measured in ulp of the exact result (the function evaluated in
@@ -9,7 +9,7 @@
 // the float64 samples 40 times larger), plus the 2^17 floats around each
 // interesting point (0, +-1, the overflow and underflow thresholds ...). The
 // bounds asserted are the figures stated in kernel_math.h.
-#include "compiler/kernel_math.h"
+#include "tensor/kernels/kernel_math.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -756,7 +756,7 @@ CSource vectorization_source(bool known_count) {
   CSource source;
   std::ostringstream out;
   const std::string count = known_count ? "4096" : "n";
-  out << "#include \"compiler/kernel_math.h\"\n";
+  out << "#include \"tensor/kernels/kernel_math.h\"\n";
   auto loop = [&](const std::string& function, const std::string& in, const std::string& out_type,
                   bool binary) {
     out << "void loop_" << function << "(long n, const " << in << "* restrict a, const " << in
