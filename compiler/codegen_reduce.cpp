@@ -130,7 +130,7 @@ class Reduction {
         return fmt::format("{} *= (uint64_t)(int64_t)({});\n", acc, v);
       case Kind::float_extreme:
         return fmt::format("{0} = {2}({0}, {1});\n", acc, v,
-                           op_ == ReduceOp::max ? "LZK_MAX" : "LZK_MIN");
+                           op_ == ReduceOp::max ? "LL_MAX" : "LL_MIN");
       case Kind::integer_extreme:
         return fmt::format("{0} = {1} {2} {0} ? {1} : {0};\n", acc, v,
                            op_ == ReduceOp::max ? ">" : "<");
@@ -442,8 +442,9 @@ void KernelWriter::softmax(int instruction) {
   row += fmt::format("ll_softmax_row_{}(r, y, {}, {});\n", f, n, log ? 1 : 0);
   row += "}\n";
   const int64_t group = std::max<int64_t>(1, kChunk / n);
-  std::string code = walk(0, row_dim - 1, fmt::format("begin * {}", group),
-               fmt::format("end * {0} < {1} ? end * {0} : {1}", group, rows), bases, row);
+  std::string code =
+      walk(0, row_dim - 1, fmt::format("begin * {}", group),
+           fmt::format("end * {0} < {1} ? end * {0} : {1}", group, rows), bases, row);
   finish(code, ceil_div(rows, group), std::max<int64_t>(1, kGrainElements / (group * n)),
          instruction);
 }

@@ -146,11 +146,11 @@ struct trunc : Cheap {
 
 // The float functions of kernel_math.h vectorize; its float64 log2, log1p,
 // sin, cos, tan and gelu call libm (as generated code does).
-#define LAZYLUA_MATH_OP(name, base, cost)                                                  \
-  struct name : cost {                                                                     \
-    static constexpr Support support = Support::floats;                                    \
-    [[gnu::always_inline]] static float apply(float x) { return ll_##base##f(x); }         \
-    [[gnu::always_inline]] static double apply(double x) { return ll_##base(x); }          \
+#define LAZYLUA_MATH_OP(name, base, cost)                                          \
+  struct name : cost {                                                             \
+    static constexpr Support support = Support::floats;                            \
+    [[gnu::always_inline]] static float apply(float x) { return ll_##base##f(x); } \
+    [[gnu::always_inline]] static double apply(double x) { return ll_##base(x); }  \
   };
 LAZYLUA_MATH_OP(exp, exp, Cheap)
 LAZYLUA_MATH_OP(expm1, expm1, Cheap)

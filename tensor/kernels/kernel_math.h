@@ -430,8 +430,9 @@ typedef int32_t llm_i32x8 __attribute__((vector_size(32)));
 typedef int64_t llm_i64x4 __attribute__((vector_size(32)));
 #define LLM_ADD(a, b) ((a) + (b))
 #define LLM_MUL(a, b) ((a) * (b))
-#define LLM_MAX(a, b) (((b) > (a)) | ((b) != (b)) ? (b) : (a))
-#define LLM_MIN(a, b) (((b) < (a)) | ((b) != (b)) ? (b) : (a))
+/* NaN wins (the generated scalar folds use these too) */
+#define LL_MAX(a, b) (((b) > (a)) | ((b) != (b)) ? (b) : (a))
+#define LL_MIN(a, b) (((b) < (a)) | ((b) != (b)) ? (b) : (a))
 #define LLM_VMAX(V, I, a, b) \
   ((V)((((I)(b)) & (((b) > (a)) | ((b) != (b)))) | (((I)(a)) & ~(((b) > (a)) | ((b) != (b))))))
 #define LLM_VMIN(V, I, a, b) \
@@ -467,10 +468,10 @@ LLM_FOLD(ll_sum_f32, float, llm_f32x8, llm_i32x8, 8, 0.0f, LLM_VADD, LLM_ADD)
 LLM_FOLD(ll_sum_f64, double, llm_f64x4, llm_i64x4, 4, 0.0, LLM_VADD, LLM_ADD)
 LLM_FOLD(ll_prod_f32, float, llm_f32x8, llm_i32x8, 8, 1.0f, LLM_VMUL, LLM_MUL)
 LLM_FOLD(ll_prod_f64, double, llm_f64x4, llm_i64x4, 4, 1.0, LLM_VMUL, LLM_MUL)
-LLM_FOLD(ll_max_f32, float, llm_f32x8, llm_i32x8, 8, -(float)INFINITY, LLM_VMAX, LLM_MAX)
-LLM_FOLD(ll_max_f64, double, llm_f64x4, llm_i64x4, 4, -(double)INFINITY, LLM_VMAX, LLM_MAX)
-LLM_FOLD(ll_min_f32, float, llm_f32x8, llm_i32x8, 8, (float)INFINITY, LLM_VMIN, LLM_MIN)
-LLM_FOLD(ll_min_f64, double, llm_f64x4, llm_i64x4, 4, (double)INFINITY, LLM_VMIN, LLM_MIN)
+LLM_FOLD(ll_max_f32, float, llm_f32x8, llm_i32x8, 8, -(float)INFINITY, LLM_VMAX, LL_MAX)
+LLM_FOLD(ll_max_f64, double, llm_f64x4, llm_i64x4, 4, -(double)INFINITY, LLM_VMAX, LL_MAX)
+LLM_FOLD(ll_min_f32, float, llm_f32x8, llm_i32x8, 8, (float)INFINITY, LLM_VMIN, LL_MIN)
+LLM_FOLD(ll_min_f64, double, llm_f64x4, llm_i64x4, 4, (double)INFINITY, LLM_VMIN, LL_MIN)
 
 /* softmax (log = 0) or log_softmax (log = 1) of the row r[0..n) into y (y may be r), as the
  * eager kernel and generated code both compute it: m = max, e = exp(r - m), s = the sum of e

@@ -481,10 +481,11 @@ TEST(Elementwise, PowByScalarExponent) {
   const Shape shape{static_cast<int64_t>(base.size())};
   for (float exponent : {2.0f, 1.0f, 0.0f, -1.0f, 0.5f, 3.0f, -0.5f, 1.7f}) {
     const Array a = from_values<float>(shape, base);
-    const Array out = Array::empty(a.shape, DType::f32), general = Array::empty(a.shape, DType::f32);
+    const Array out = Array::empty(a.shape, DType::f32),
+                general = Array::empty(a.shape, DType::f32);
     binary_kernel(BinaryOp::pow, a, from_values<float>(Shape{}, {exponent}), out);
-    binary_kernel(BinaryOp::pow, a, from_values<float>(shape, std::vector<float>(base.size(), exponent)),
-                  general);
+    binary_kernel(BinaryOp::pow, a,
+                  from_values<float>(shape, std::vector<float>(base.size(), exponent)), general);
     const std::vector<float> got = to_values<float>(out), expected = to_values<float>(general);
     for (size_t i = 0; i < base.size(); ++i) {
       EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected[i]))
@@ -492,7 +493,8 @@ TEST(Elementwise, PowByScalarExponent) {
       const float c = std::pow(base[i], exponent);
       if (exponent == 2.0f || exponent == 1.0f || exponent == 0.0f || exponent == -1.0f ||
           exponent == 0.5f) {
-        EXPECT_TRUE(same_value(got[i], c) && (std::isnan(c) || std::signbit(got[i]) == std::signbit(c)))
+        EXPECT_TRUE(same_value(got[i], c) &&
+                    (std::isnan(c) || std::signbit(got[i]) == std::signbit(c)))
             << base[i] << " ^ " << exponent << " = " << got[i] << ", C says " << c;
       }
     }
