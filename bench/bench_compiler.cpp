@@ -28,7 +28,7 @@
 #include "tensor/thread_pool.h"
 
 extern "C" {
-#include "compiler/kernel_math.h"
+#include "tensor/kernels/kernel_math.h"
 }
 
 namespace {

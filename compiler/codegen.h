@@ -42,7 +42,7 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
 // (compiler/donate.cpp): empty when none.
 std::vector<int> choose_donors(const Program& program, const Plan& plan);
 
-// compiler/kernel_math.h, embedded at build time: the math functions the
+// tensor/kernels/kernel_math.h, embedded at build time: the math functions the
 // kernels call (ll_expf ...). Pasted into every source with kernels.
 const char* kernel_math_source();
 

@@ -1,8 +1,8 @@
 // codegen_c.cpp - C expressions for dtypes, literals, conversions and ops.
 //
 // Every expression here must compute bit for bit what the eager kernel
-// computes for one element (floats within the stated accuracy of
-// kernel_math.h), and must keep a loop vectorizable: integer arithmetic
+// computes for one element (the float math functions are kernel_math.h's,
+// which the eager kernels call too), and must keep a loop vectorizable: integer arithmetic
 // wraps in unsigned types, selects instead of branches, and the math
 // functions come from kernel_math.h (ll_*), never scalar libm in f32 loops.
 #include "compiler/codegen_c.h"
@@ -202,7 +202,7 @@ std::string c_binary(BinaryOp op, DType compute, const std::string& a, const std
                      : fmt::format("lzk_select_{2}((({0}) < ({1})) | (({0}) != ({0})), {0}, {1})",
                                    a, b, dtype_name(compute));
     case BinaryOp::atan2:
-      return fmt::format("atan2{}({}, {})", suffix(compute), a, b);
+      return fmt::format("ll_atan2{}({}, {})", suffix(compute), a, b);
     case BinaryOp::eq:
       return fmt::format("((uint8_t)(({}) == ({})))", a, b);
     case BinaryOp::ne:
@@ -294,59 +294,8 @@ LZK_INLINE int64_t lzk_high_bound_i64(double v) { return lzk_saturate_i64(floor(
 LZK_IPOW(lzk_pow_i32, int32_t, uint32_t)
 LZK_IPOW(lzk_pow_i64, int64_t, uint64_t)
 
-/* Folds of n contiguous values for float reductions, in 4 x 32-byte
- * vectors of independent lanes (float + is not associative, so the
- * compiler would not vectorize a plain loop), then the lanes in a fixed
- * order. Max and min let NaN win, like the eager kernels. */
-typedef float lzk_f32x8 __attribute__((vector_size(32)));
-typedef double lzk_f64x4 __attribute__((vector_size(32)));
-typedef int32_t lzk_i32x8 __attribute__((vector_size(32)));
-typedef int64_t lzk_i64x4 __attribute__((vector_size(32)));
-
-#define LZK_ADD(a, b) ((a) + (b))
-#define LZK_MUL(a, b) ((a) * (b))
-#define LZK_MAX(a, b) (((b) > (a)) | ((b) != (b)) ? (b) : (a))
-#define LZK_MIN(a, b) (((b) < (a)) | ((b) != (b)) ? (b) : (a))
-#define LZK_VMAX(V, I, a, b) \
-  ((V)((((I)(b)) & (((b) > (a)) | ((b) != (b)))) | (((I)(a)) & ~(((b) > (a)) | ((b) != (b))))))
-#define LZK_VMIN(V, I, a, b) \
-  ((V)((((I)(b)) & (((b) < (a)) | ((b) != (b)))) | (((I)(a)) & ~(((b) < (a)) | ((b) != (b))))))
-#define LZK_VADD(V, I, a, b) ((a) + (b))
-#define LZK_VMUL(V, I, a, b) ((a) * (b))
-
-#define LZK_FOLD(name, T, V, I, LANES, IDENTITY, VMERGE, MERGE)              \
-  LZK_INLINE T name(const T* p, int64_t n) {                                 \
-    V a0, a1, a2, a3;                                                        \
-    for (int l = 0; l < LANES; ++l) a0[l] = (IDENTITY);                      \
-    a1 = a0;                                                                 \
-    a2 = a0;                                                                 \
-    a3 = a0;                                                                 \
-    int64_t i = 0;                                                           \
-    for (; i + 4 * LANES <= n; i += 4 * LANES) {                             \
-      V x0, x1, x2, x3;                                                      \
-      memcpy(&x0, p + i, sizeof x0);                                         \
-      memcpy(&x1, p + i + LANES, sizeof x1);                                 \
-      memcpy(&x2, p + i + 2 * LANES, sizeof x2);                             \
-      memcpy(&x3, p + i + 3 * LANES, sizeof x3);                             \
-      a0 = VMERGE(V, I, a0, x0);                                             \
-      a1 = VMERGE(V, I, a1, x1);                                             \
-      a2 = VMERGE(V, I, a2, x2);                                             \
-      a3 = VMERGE(V, I, a3, x3);                                             \
-    }                                                                        \
-    a0 = VMERGE(V, I, VMERGE(V, I, a0, a1), VMERGE(V, I, a2, a3));           \
-    T r = a0[0];                                                             \
-    for (int l = 1; l < LANES; ++l) r = MERGE(r, a0[l]);                     \
-    for (; i < n; ++i) r = MERGE(r, p[i]);                                   \
-    return r;                                                                \
-  }
-LZK_FOLD(lzk_sum_f32, float, lzk_f32x8, lzk_i32x8, 8, 0.0f, LZK_VADD, LZK_ADD)
-LZK_FOLD(lzk_sum_f64, double, lzk_f64x4, lzk_i64x4, 4, 0.0, LZK_VADD, LZK_ADD)
-LZK_FOLD(lzk_prod_f32, float, lzk_f32x8, lzk_i32x8, 8, 1.0f, LZK_VMUL, LZK_MUL)
-LZK_FOLD(lzk_prod_f64, double, lzk_f64x4, lzk_i64x4, 4, 1.0, LZK_VMUL, LZK_MUL)
-LZK_FOLD(lzk_max_f32, float, lzk_f32x8, lzk_i32x8, 8, -(float)INFINITY, LZK_VMAX, LZK_MAX)
-LZK_FOLD(lzk_max_f64, double, lzk_f64x4, lzk_i64x4, 4, -(double)INFINITY, LZK_VMAX, LZK_MAX)
-LZK_FOLD(lzk_min_f32, float, lzk_f32x8, lzk_i32x8, 8, (float)INFINITY, LZK_VMIN, LZK_MIN)
-LZK_FOLD(lzk_min_f64, double, lzk_f64x4, lzk_i64x4, 4, (double)INFINITY, LZK_VMIN, LZK_MIN)
+/* The folds of float reductions (ll_sum_f32 ...) are in kernel_math.h: eager softmax uses
+ * them too. */
 
 )lazylua_prelude";
 }

@@ -2,7 +2,7 @@
 // fused into the reads.
 //
 // Float sums fold blocks of kFoldBlock values in 32 vector lanes
-// (lzk_sum_f32) and add the block sums in double: error ~ 32 ulp-sized
+// (ll_sum_f32, kernel_math.h) and add the block sums in double: error ~ 32 ulp-sized
 // steps per block instead of n, well inside eager's pairwise bound. Column
 // sums of f32 accumulate in double directly. Everything else (integer sums
 // wrap in uint64_t, max/min let NaN win, any/all count truth) matches the
@@ -57,7 +57,7 @@ class Reduction {
     return c_convert(dtype, element(), v);
   }
 
-  // Float reductions fold blocks with a vectorized lzk_ fold.
+  // Float reductions fold blocks with a vectorized ll_ fold (kernel_math.h).
   bool folds_blocks() const {
     return kind_ == Kind::float_sum || kind_ == Kind::float_product || kind_ == Kind::float_extreme;
   }
@@ -66,7 +66,7 @@ class Reduction {
                        : kind_ == Kind::float_product ? "prod"
                        : op_ == ReduceOp::max         ? "max"
                                                       : "min";
-    return fmt::format("lzk_{}_{}", name, dtype_name(element()));
+    return fmt::format("ll_{}_{}", name, dtype_name(element()));
   }
 
   const char* accumulator_type() const {
@@ -130,7 +130,7 @@ class Reduction {
         return fmt::format("{} *= (uint64_t)(int64_t)({});\n", acc, v);
       case Kind::float_extreme:
         return fmt::format("{0} = {2}({0}, {1});\n", acc, v,
-                           op_ == ReduceOp::max ? "LZK_MAX" : "LZK_MIN");
+                           op_ == ReduceOp::max ? "LL_MAX" : "LL_MIN");
       case Kind::integer_extreme:
         return fmt::format("{0} = {1} {2} {0} ? {1} : {0};\n", acc, v,
                            op_ == ReduceOp::max ? ">" : "<");
@@ -399,7 +399,6 @@ void KernelWriter::softmax(int instruction) {
   const DType type = softmax.dtype;
   const char* t = c_type(type);
   const char* f = dtype_name(type);
-  const char* suffix = type == DType::f32 ? "f" : "";
 
   start(shape);
   const int value = graph_->value(input, identity_map(shape));
@@ -439,32 +438,13 @@ void KernelWriter::softmax(int instruction) {
     row += fmt::format("for (int64_t k = 0; k < {}; ++k) {{\n{}y[k] = {};\n}}\n", n, body, x);
     row += fmt::format("const {}* r = y;\n", t);
   }
-  row += fmt::format("const {} m = lzk_max_{}(r, {});\n", t, f, n);
-  row += "double s = 0;\n";
-  if (log) {
-    row += fmt::format(
-        "for (int64_t k0 = 0; k0 < {0}; k0 += {1}) {{\n"
-        "const int64_t kn = {0} - k0 < {1} ? {0} - k0 : {1};\n"
-        "for (int64_t k = 0; k < kn; ++k) tmp[k] = ll_exp{2}(r[k0 + k] - m);\n"
-        "s += (double)lzk_sum_{3}(tmp, kn);\n}}\n",
-        n, kFoldBlock, suffix, f);
-    row += fmt::format("const {0} l = ll_log{1}(({0})s);\n", t, suffix);
-    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] = (r[k] - m) - l;\n", n);
-  } else {
-    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] = ll_exp{}(r[k] - m);\n", n, suffix);
-    row += fmt::format(
-        "for (int64_t k0 = 0; k0 < {0}; k0 += {1}) {{\n"
-        "const int64_t kn = {0} - k0 < {1} ? {0} - k0 : {1};\n"
-        "s += (double)lzk_sum_{2}(y + k0, kn);\n}}\n",
-        n, kFoldBlock, f);
-    row += fmt::format("const {0} scale = ({0})1 / ({0})s;\n", t);
-    row += fmt::format("for (int64_t k = 0; k < {}; ++k) y[k] *= scale;\n", n);
-  }
+  // The rest of the row is kernel_math.h's, as the eager kernel's: the same bits.
+  row += fmt::format("ll_softmax_row_{}(r, y, {}, {});\n", f, n, log ? 1 : 0);
   row += "}\n";
   const int64_t group = std::max<int64_t>(1, kChunk / n);
-  std::string code = log ? fmt::format("{} tmp[{}];\n", t, kFoldBlock) : "";
-  code += walk(0, row_dim - 1, fmt::format("begin * {}", group),
-               fmt::format("end * {0} < {1} ? end * {0} : {1}", group, rows), bases, row);
+  std::string code =
+      walk(0, row_dim - 1, fmt::format("begin * {}", group),
+           fmt::format("end * {0} < {1} ? end * {0} : {1}", group, rows), bases, row);
   finish(code, ceil_div(rows, group), std::max<int64_t>(1, kGrainElements / (group * n)),
          instruction);
 }

@@ -43,9 +43,9 @@ namespace {
 // (an AVX-512 simd clone) scalar: W1 ran 16x slower than with this flag.
 // Elsewhere the flag changes nothing.
 // -ffp-contract=off: GCC's GNU C mode fuses a*b + c into one FMA (one
-// rounding), and the eager kernels (ISO C++) do not: the same graph gave
-// other bits once its native code was ready. kernel_math.h asks for its
-// FMAs explicitly.
+// rounding), and the eager kernels (built with -ffp-contract=off too) do
+// not: the same graph gave other bits once its native code was ready.
+// kernel_math.h asks for its FMAs explicitly.
 const char* const kDefaultFlags[] = {"-O2",
                                      "-march=native",
 #if defined(__x86_64__)

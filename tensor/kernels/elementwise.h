@@ -17,9 +17,9 @@ namespace lazylua {
 //   sigmoid is computed stably from exp(-|x|); gelu is the exact erf form,
 //     evaluated as 0.5 x erfc(-x/sqrt2) (no cancellation for x < 0), with
 //     the limits gelu(+inf) = inf, gelu(-inf) = -0.
-//   float32 exp, expm1, log, log1p, log2, tanh, sigmoid, gelu use inline
-//     vectorizable approximations (max relative errors 1.2e-7..4.8e-7,
-//     listed in elementwise_math.h); float64 uses std::.
+//   Float transcendentals and rounding are kernel_math.h's, the functions
+//     generated code calls: the same bits in every tier (errors, < 1 ulp
+//     but gelu, listed there; float32 sin/cos/tan give NaN beyond 6e6).
 #define LAZYLUA_UNARY_OPS(X) \
   X(neg)                     \
   X(abs)                     \
@@ -70,7 +70,7 @@ bool unary_needs_float(UnaryOp op);
 //   fails leaves its target untouched).
 //   pow: ints use exact integer powers, wrapping (a negative exponent
 //     raises Error "Integers to negative integer powers are not allowed."
-//     unless the base is 1 or -1); floats use std::pow.
+//     unless the base is 1 or -1); floats use kernel_math.h's pow.
 //   maximum/minimum: elementwise; NaN propagates for floats.
 #define LAZYLUA_BINARY_OPS(X) \
   X(add)                      \

@@ -15,7 +15,7 @@
 
 #include "elementwise.h"
 #include "elementwise_loops.h"
-#include "elementwise_math.h"
+#include "kernel_math.h"
 
 namespace lazylua {
 namespace elementwise {
@@ -101,10 +101,12 @@ struct floordiv {
   static constexpr bool costly = std::is_same_v<T, int64_t>;
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
-    if constexpr (is_float<T>) {
-      return floor_by_nearbyint(a / b);
+    if constexpr (std::is_same_v<T, float>) {
+      return ll_floordivf(a, b);
+    } else if constexpr (std::is_same_v<T, double>) {
+      return ll_floordiv(a, b);
     } else if constexpr (sizeof(T) == 4) {
-      const double q = floor_by_nearbyint(static_cast<double>(a) / static_cast<double>(b));
+      const double q = ll_floor(static_cast<double>(a) / static_cast<double>(b));
       return static_cast<T>(q >= 2147483648.0 ? -2147483648.0 : q);  // minint // -1 wraps
     } else {
       if (b == -1) return static_cast<T>(Unsigned<T>{0} - static_cast<Unsigned<T>>(a));
@@ -121,17 +123,17 @@ struct mod {
   static constexpr bool costly = !std::is_same_v<T, int32_t>;
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
-    if constexpr (is_float<T>) {
+    if constexpr (std::is_same_v<T, float>) {
       // Lua 5.4's luai_nummod: fmod is exact (its result has a's sign);
       // when that differs from b's sign, add b. (Lua tests m * b < 0, which
       // is the same except when the product underflows to 0.) So
       // -5 % math.huge == inf but -5 % -math.huge == -5, as in Lua.
-      T m = std::fmod(a, b);
-      if ((m < 0 && b > 0) || (m > 0 && b < 0)) m += b;
-      return m;
+      return ll_modf(a, b);
+    } else if constexpr (std::is_same_v<T, double>) {
+      return ll_mod(a, b);
     } else if constexpr (sizeof(T) == 4) {
       const double da = static_cast<double>(a), db = static_cast<double>(b);
-      const double q = floor_by_nearbyint(da / db);
+      const double q = ll_floor(da / db);
       return static_cast<T>(da - q * db);  // exact: |q b| < 2^32, |result| < |b|
     } else {
       if (b == -1) return 0;  // minint % -1 would trap
@@ -147,11 +149,13 @@ struct pow {
   static constexpr Support support = Support::numbers;
   static constexpr bool predicate = false;
   template <typename T>
-  static constexpr bool costly = true;
+  static constexpr bool costly = !std::is_same_v<T, float>;  // ll_powf vectorizes
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
-    if constexpr (is_float<T>) {
-      return std::pow(a, b);
+    if constexpr (std::is_same_v<T, float>) {
+      return ll_powf(a, b);
+    } else if constexpr (std::is_same_v<T, double>) {
+      return ll_pow(a, b);
     } else {
       if (b < 0) {
         if (a == 1) return 1;
@@ -201,7 +205,10 @@ struct atan2 {
   static constexpr bool costly = true;
   template <typename T>
   [[gnu::always_inline]] static T apply(T a, T b) {
-    return std::atan2(a, b);
+    if constexpr (std::is_same_v<T, float>)
+      return ll_atan2f(a, b);
+    else
+      return ll_atan2(a, b);
   }
 };
 
@@ -271,26 +278,17 @@ void binary_loop(const Array& a, const Array& b, const Array& out, int64_t grain
   });
 }
 
-// x ** c for a float array and one exponent c. Common exponents get exact
-// shortcuts that vectorize (each gives the same result as std::pow: a
-// correctly rounded pow agrees with a single correctly rounded operation);
-// the others call std::pow.
+// x ** c for a float array and one exponent c: kernel_math.h's pow, whose
+// results for c = 2, 1 and -1 are x * x, x and 1 / x, computed here without
+// the rest of pow (the same bits, much faster).
 template <typename T>
 void power_by_scalar(const Array& a, T exponent, const Array& out) {
   auto run = [&](int64_t grain, auto function) { unary_loop<T, T>(a, out, grain, function); };
-  constexpr T kInfinity = std::numeric_limits<T>::infinity();
   if (exponent == T{2}) return run(kElementwiseGrain, [](T x) { return x * x; });
   if (exponent == T{1}) return run(kElementwiseGrain, [](T x) { return x; });
-  if (exponent == T{0}) return run(kElementwiseGrain, [](T) { return T{1}; });  // pow(NaN, 0) = 1
   if (exponent == T{-1}) return run(kElementwiseGrain, [](T x) { return T{1} / x; });
-  if (exponent == T{0.5}) {
-    // pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf, where sqrt gives -0 and NaN.
-    return run(kElementwiseGrain, [](T x) {
-      const T root = std::sqrt(x) + T{0};
-      return x == -kInfinity ? kInfinity : root;
-    });
-  }
-  run(kExpensiveGrain, [exponent](T x) { return std::pow(x, exponent); });
+  const int64_t grain = std::is_same_v<T, float> ? kElementwiseGrain : kExpensiveGrain;
+  run(grain, [exponent](T x) { return binary_functions::pow::apply(x, exponent); });
 }
 
 // Calls check(a_element, b_element) for every pair the op will see, until it

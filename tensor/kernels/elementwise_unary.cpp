@@ -3,15 +3,16 @@
 // Each op is a small struct whose apply() computes one element; one loop
 // template walks the arrays and calls it. Integer arithmetic goes through
 // unsigned types so that overflow wraps, as in Lua, instead of being
-// undefined behaviour. float32 transcendentals use the vectorizable versions
-// of elementwise_math.h; float64 uses std:: and is exact.
+// undefined behaviour. Float transcendentals and rounding come from
+// kernel_math.h, the functions generated code calls too, so that both give
+// the same bits; the float ones vectorize (simd clones).
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "elementwise.h"
 #include "elementwise_loops.h"
-#include "elementwise_math.h"
+#include "kernel_math.h"
 
 namespace lazylua {
 namespace elementwise {
@@ -89,8 +90,8 @@ struct relu : Cheap {
     return x < T{0} ? T{0} : x;
   }
 };
-// Rounding ops are the identity on integers. For floats they are built on
-// floor_by_nearbyint (elementwise_math.h), since GCC does not vectorize
+// Rounding ops are the identity on integers. For floats they are
+// kernel_math.h's, built on nearbyint, since GCC does not vectorize
 // std::floor, std::ceil or std::trunc.
 struct floor : Cheap {
   static constexpr Support support = Support::numbers;
@@ -98,19 +99,22 @@ struct floor : Cheap {
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>)
       return x;
+    else if constexpr (std::is_same_v<T, float>)
+      return ll_floorf(x);
     else
-      return floor_by_nearbyint(x);
+      return ll_floor(x);
   }
 };
 struct ceil : Cheap {
   static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_integral_v<T>)
       return x;
-    } else {
-      return -floor::apply(-x);  // gets the zero signs right: ceil(-0.3) = -0
-    }
+    else if constexpr (std::is_same_v<T, float>)
+      return ll_ceilf(x);  // -floor(-x): gets the zero signs right, ceil(-0.3) = -0
+    else
+      return ll_ceil(x);
   }
 };
 // Halves go to the even neighbour (nearbyint in the default rounding mode),
@@ -121,59 +125,55 @@ struct round : Cheap {
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>)
       return x;
+    else if constexpr (std::is_same_v<T, float>)
+      return ll_roundf(x);
     else
-      return std::nearbyint(x);
+      return ll_round(x);
   }
 };
 struct trunc : Cheap {
   static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_integral_v<T>)
       return x;
-    } else {  // floor(|x|) with x's sign
-      return std::copysign(floor_by_nearbyint(std::fabs(x)), x);
-    }
+    else if constexpr (std::is_same_v<T, float>)
+      return ll_truncf(x);  // floor(|x|) with x's sign
+    else
+      return ll_trunc(x);
   }
 };
 
-struct exp : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::exp(x); }
-  [[gnu::always_inline]] static double apply(double x) { return std::exp(x); }
-};
-struct expm1 : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::expm1(x); }
-  [[gnu::always_inline]] static double apply(double x) { return std::expm1(x); }
-};
-struct log : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::log(x); }
-  [[gnu::always_inline]] static double apply(double x) { return std::log(x); }
-};
-struct log1p : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::log1p(x); }
-  [[gnu::always_inline]] static double apply(double x) { return std::log1p(x); }
-};
-struct log2 : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::log2(x); }
-  [[gnu::always_inline]] static double apply(double x) { return std::log2(x); }
-};
-struct sqrt : Cheap {
-  static constexpr Support support = Support::floats;
-  template <typename T>
-  [[gnu::always_inline]] static T apply(T x) {
-    return std::sqrt(x);
-  }
-};
+// The float functions of kernel_math.h vectorize; its float64 log2, log1p,
+// sin, cos, tan and gelu call libm (as generated code does).
+#define LAZYLUA_MATH_OP(name, base, cost)                                          \
+  struct name : cost {                                                             \
+    static constexpr Support support = Support::floats;                            \
+    [[gnu::always_inline]] static float apply(float x) { return ll_##base##f(x); } \
+    [[gnu::always_inline]] static double apply(double x) { return ll_##base(x); }  \
+  };
+LAZYLUA_MATH_OP(exp, exp, Cheap)
+LAZYLUA_MATH_OP(expm1, expm1, Cheap)
+LAZYLUA_MATH_OP(log, log, Cheap)
+LAZYLUA_MATH_OP(log1p, log1p, LibmForDouble)
+LAZYLUA_MATH_OP(log2, log2, LibmForDouble)
+LAZYLUA_MATH_OP(sqrt, sqrt, Cheap)
+LAZYLUA_MATH_OP(sin, sin, LibmForDouble)
+LAZYLUA_MATH_OP(cos, cos, LibmForDouble)
+LAZYLUA_MATH_OP(tan, tan, LibmForDouble)
+LAZYLUA_MATH_OP(tanh, tanh, Cheap)
+// sigmoid is computed from e = exp(-|x|) <= 1: never overflows, and keeps
+// relative accuracy for very negative x (1 / (1 + exp(-x)) would give 0).
+LAZYLUA_MATH_OP(sigmoid, sigmoid, Cheap)
+// The exact form, PyTorch's default: 0.5 x (1 + erf(x / sqrt2)), evaluated
+// as 0.5 x erfc(-x / sqrt2), which does not cancel for negative x.
+LAZYLUA_MATH_OP(gelu, gelu, LibmForDouble)
+#undef LAZYLUA_MATH_OP
 struct rsqrt : Cheap {
   static constexpr Support support = Support::floats;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
-    return T{1} / std::sqrt(x);
+    return T{1} / std::sqrt(x);  // as generated code: 1 / sqrt(x), both correctly rounded
   }
 };
 struct reciprocal : Cheap {
@@ -181,64 +181,6 @@ struct reciprocal : Cheap {
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     return T{1} / x;
-  }
-};
-struct sin : LibmAlways {
-  static constexpr Support support = Support::floats;
-  template <typename T>
-  [[gnu::always_inline]] static T apply(T x) {
-    return std::sin(x);
-  }
-};
-struct cos : LibmAlways {
-  static constexpr Support support = Support::floats;
-  template <typename T>
-  [[gnu::always_inline]] static T apply(T x) {
-    return std::cos(x);
-  }
-};
-struct tan : LibmAlways {
-  static constexpr Support support = Support::floats;
-  template <typename T>
-  [[gnu::always_inline]] static T apply(T x) {
-    return std::tan(x);
-  }
-};
-struct tanh : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::tanh(x); }
-  [[gnu::always_inline]] static double apply(double x) { return std::tanh(x); }
-};
-// Computed from e = exp(-|x|) <= 1: never overflows, and keeps relative
-// accuracy for very negative x (1 / (1 + exp(-x)) would give 0 there).
-struct sigmoid : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::sigmoid(x); }
-  [[gnu::always_inline]] static double apply(double x) {
-    const double e = std::exp(-std::fabs(x));
-    const double inverse = 1.0 / (1.0 + e);
-    return x >= 0.0 ? inverse : e * inverse;
-  }
-};
-// The exact form, PyTorch's default: 0.5 x (1 + erf(x / sqrt2)), evaluated
-// as 0.5 x erfc(-x / sqrt2), which does not cancel for negative x. For very
-// negative x, erfc's relative condition number is ~2u^2, so the rounding
-// error of u = -x / sqrt2 alone would cost ~x^2 ulp: it is computed (FMA and
-// the low part of 1/sqrt2) and applied as a first-order correction,
-// erfc(u + d) = erfc(u) - d 2/sqrt(pi) e^(-u^2). Beyond |x| = 40 the result
-// is x or -0 (the limits; the formula would give inf * 0 at -inf).
-struct gelu : LibmForDouble {
-  static constexpr Support support = Support::floats;
-  [[gnu::always_inline]] static float apply(float x) { return f32math::gelu(x); }
-  [[gnu::always_inline]] static double apply(double x) {
-    if (!(std::fabs(x) <= 40.0)) return x < 0.0 ? -0.0 : x;      // NaN stays NaN
-    constexpr double kInverseSqrt2 = 0.70710678118654757;        // 1/sqrt2 rounded up
-    constexpr double kInverseSqrt2Low = -4.833646656726457e-17;  // 1/sqrt2 - that
-    constexpr double kTwoOverSqrtPi = 1.1283791670955126;
-    const double u = -x * kInverseSqrt2;
-    const double u_error = std::fma(-x, kInverseSqrt2, -u) - x * kInverseSqrt2Low;
-    const double erfc_u = std::erfc(u) - u_error * kTwoOverSqrtPi * std::exp(-u * u);
-    return 0.5 * x * erfc_u;
   }
 };
 

@@ -5,11 +5,13 @@
 // dim (a strided input is copied first: these ops read every element
 // several times, so one copy is cheap next to strided passes).
 //  - inner == 1 (the last dim, the common case): each row is short enough
-//    to stay in L1, so softmax makes a max pass over the input row, then an
-//    exp pass that writes the output row and sums it, then a scale pass over
-//    the output row while it is still in cache.
-//  - inner > 1: the same passes run over blocks of columns, vectorized
-//    along the contiguous inner dim.
+//    to stay in L1 and goes through kernel_math.h's ll_softmax_row_*, the
+//    function generated code calls: eager, reference and compiled softmax
+//    give the same bits.
+//  - inner > 1: the same passes (max, exp and sum, scale) run over blocks of
+//    columns, vectorized along the contiguous inner dim, with kernel_math.h's
+//    exp and log; the sums run down each column (generated code leaves this
+//    form to this kernel).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,7 +19,7 @@
 #include <type_traits>
 
 #include "../thread_pool.h"
-#include "fast_math.h"
+#include "kernel_math.h"
 #include "loops.h"
 #include "reduce.h"
 #include "simd.h"
@@ -32,80 +34,30 @@ constexpr int64_t kGrain = 16384;
 // input and output blocks together).
 constexpr int64_t kColumnBlockElements = 32768;
 
+inline void softmax_row(const float* x, float* y, int64_t n, bool log) {
+  ll_softmax_row_f32(x, y, n, log);
+}
+inline void softmax_row(const double* x, double* y, int64_t n, bool log) {
+  ll_softmax_row_f64(x, y, n, log);
+}
+
+inline float exp_of(float x) {
+  return ll_expf(x);
+}
+inline double exp_of(double x) {
+  return ll_exp(x);
+}
+inline float log_of(float x) {
+  return ll_logf(x);
+}
+inline double log_of(double x) {
+  return ll_log(x);
+}
+
+// NaN wins, as in ll_max_*.
 template <typename T>
-T row_max(const T* x, int64_t n) {
-  using V = simd::Vec<T>;
-  constexpr int kWidth = simd::kLanes<T>;
-  V acc0 = simd::broadcast<T>(-std::numeric_limits<T>::infinity()), acc1 = acc0;
-  int64_t i = 0;
-  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
-    acc0 = simd::max_nan(acc0, simd::load(x + i));
-    acc1 = simd::max_nan(acc1, simd::load(x + i + kWidth));
-  }
-  acc0 = simd::max_nan(acc0, acc1);
-  T result = simd::fold_lanes<T>(acc0, [](T a, T b) { return simd::max_nan(a, b); });
-  for (; i < n; ++i) result = simd::max_nan(result, x[i]);
-  return result;
-}
-
-// y[i] = e^(x[i] - shift); returns the sum of the y[i].
-inline float exp_and_sum(const float* x, float* y, int64_t n, float shift) {
-  using V = simd::Vec<float>;
-  constexpr int kWidth = simd::kLanes<float>;
-  V sum0 = V{}, sum1 = V{};
-  int64_t i = 0;
-  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
-    V e0 = fast_exp(simd::load(x + i) - shift);
-    V e1 = fast_exp(simd::load(x + i + kWidth) - shift);
-    simd::store(y + i, e0);
-    simd::store(y + i + kWidth, e1);
-    sum0 += e0;
-    sum1 += e1;
-  }
-  float sum = simd::fold_lanes<float>(sum0 + sum1, [](float a, float b) { return a + b; });
-  for (; i < n; ++i) {
-    y[i] = fast_exp(x[i] - shift);
-    sum += y[i];
-  }
-  return sum;
-}
-
-inline double exp_and_sum(const double* x, double* y, int64_t n, double shift) {
-  double sum[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int lane = 0; lane < 4; ++lane) {
-      y[i + lane] = std::exp(x[i + lane] - shift);
-      sum[lane] += y[i + lane];
-    }
-  }
-  for (; i < n; ++i) {
-    y[i] = std::exp(x[i] - shift);
-    sum[0] += y[i];
-  }
-  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
-}
-
-inline float scalar_exp(float x) {
-  return fast_exp(x);
-}
-inline double scalar_exp(double x) {
-  return std::exp(x);
-}
-
-template <typename T>
-void softmax_row(const T* x, T* y, int64_t n, bool log) {
-  const T shift = row_max(x, n);
-  const T sum = exp_and_sum(x, y, n, shift);
-  if (log) {
-    // (x - shift) is exact for x near shift; folding shift into one offset
-    // first would round it at shift's magnitude.
-    const T log_sum = std::log(sum);
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - shift) - log_sum;
-  } else {
-    const T scale = T(1) / sum;
-    for (int64_t i = 0; i < n; ++i) y[i] *= scale;
-  }
+T max_nan(T a, T b) {
+  return (b > a) | (b != b) ? b : a;
 }
 
 // Softmax over the rows of a [size, width] block (row stride `inner`) for
@@ -116,32 +68,18 @@ void softmax_columns(const T* x, T* y, int64_t size, int64_t width, int64_t inne
   for (int64_t j = 0; j < width; ++j) shift[j] = x[j];
   for (int64_t r = 1; r < size; ++r) {
     const T* row = x + r * inner;
-    int64_t j = 0;
-    constexpr int kWidth = simd::kLanes<T>;
-    for (; j + kWidth <= width; j += kWidth) {
-      simd::store(shift + j, simd::max_nan(simd::load(shift + j), simd::load(row + j)));
-    }
-    for (; j < width; ++j) shift[j] = simd::max_nan(shift[j], row[j]);
+    for (int64_t j = 0; j < width; ++j) shift[j] = max_nan(shift[j], row[j]);
   }
   for (int64_t j = 0; j < width; ++j) sum[j] = 0;
   for (int64_t r = 0; r < size; ++r) {
     const T* row = x + r * inner;
     T* out_row = y + r * inner;
-    int64_t j = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      constexpr int kWidth = simd::kLanes<float>;
-      for (; j + kWidth <= width; j += kWidth) {
-        simd::Vec<float> e = fast_exp(simd::load(row + j) - simd::load(shift + j));
-        simd::store(out_row + j, e);
-        simd::store(sum + j, simd::load(sum + j) + e);
-      }
-    }
-    for (; j < width; ++j) {
-      out_row[j] = scalar_exp(row[j] - shift[j]);
+    for (int64_t j = 0; j < width; ++j) {
+      out_row[j] = exp_of(row[j] - shift[j]);
       sum[j] += out_row[j];
     }
   }
-  for (int64_t j = 0; j < width; ++j) sum[j] = log ? std::log(sum[j]) : T(1) / sum[j];
+  for (int64_t j = 0; j < width; ++j) sum[j] = log ? log_of(sum[j]) : T(1) / sum[j];
   for (int64_t r = 0; r < size; ++r) {
     const T* row = x + r * inner;
     T* out_row = y + r * inner;

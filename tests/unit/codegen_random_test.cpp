@@ -319,10 +319,10 @@ void hand_w1(const float* restrict a, const float* restrict b, const float* rest
   for (int64_t i = begin; i < end; i++) y[i] = ll_tanhf((a[i] * b[i] + c[i]) * 0.5f) + a[i];
 }
 double hand_sum(const float* restrict p, int64_t begin, int64_t end) {
-  lzk_f32x8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+  llm_f32x8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
   int64_t i = begin;
   for (; i + 32 <= end; i += 32) {
-    lzk_f32x8 x0, x1, x2, x3;
+    llm_f32x8 x0, x1, x2, x3;
     memcpy(&x0, p + i, 32); memcpy(&x1, p + i + 8, 32);
     memcpy(&x2, p + i + 16, 32); memcpy(&x3, p + i + 24, 32);
     s0 += x0; s1 += x1; s2 += x2; s3 += x3;
@@ -337,9 +337,9 @@ void hand_softmax(const float* restrict x, float* restrict y, int64_t n, int64_t
   for (int64_t r = begin; r < end; r++) {
     const float* in = x + r * n;
     float* out = y + r * n;
-    float m = lzk_max_f32(in, n);
+    float m = ll_max_f32(in, n);
     for (int64_t k = 0; k < n; k++) out[k] = ll_expf(in[k] - m);
-    float scale = 1.0f / lzk_sum_f32(out, n);
+    float scale = 1.0f / ll_sum_f32(out, n);
     for (int64_t k = 0; k < n; k++) out[k] *= scale;
   }
 }

@@ -3,11 +3,9 @@
 //
 // Tolerances: ops that are one IEEE operation (neg, floor, sqrt ...) must
 // match exactly; transcendental ops are compared with the function computed
-// one precision up (double for f32, long double for f64). float32 exp, log,
-// tanh, sigmoid, gelu ... use the inline approximations of
-// tensor/kernels/elementwise_math.h: they must stay within the bounds of
-// kApproximationBounds, measured over a sweep of the whole float range
-// (Elementwise.ApproximationSweep prints the maxima).
+// one precision up (double for f32, long double for f64). The functions are
+// those of tensor/kernels/kernel_math.h, whose accuracy over the whole float
+// range tests/unit/kernel_math_test.cpp measures.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -351,47 +349,6 @@ TEST(Elementwise, UnarySpecialValuesF32) {
 }
 TEST(Elementwise, UnarySpecialValuesF64) {
   check_special_values<double>();
-}
-
-// The float32 approximations against double precision over the whole float
-// range: every 251st bit pattern (17 million inputs, both signs, subnormals,
-// infinities and NaNs included) plus every float in [-1, 1] near 0's
-// interesting points. The bounds are the measured maxima rounded up.
-struct ApproximationBound {
-  UnaryOp op;
-  double max_relative_error;
-};
-constexpr ApproximationBound kApproximationBounds[] = {
-    {UnaryOp::exp, 1.3e-7},     {UnaryOp::expm1, 1.3e-7}, {UnaryOp::log, 1.3e-7},
-    {UnaryOp::log1p, 2.4e-7},   {UnaryOp::log2, 1.4e-7},  {UnaryOp::tanh, 2.3e-7},
-    {UnaryOp::sigmoid, 2.5e-7}, {UnaryOp::gelu, 5.5e-7},
-};
-
-TEST(Elementwise, ApproximationSweep) {
-  std::vector<float> inputs;
-  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 251) {
-    inputs.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
-  }
-  for (float x = -20.0f; x <= 20.0f; x += 0.000377f) inputs.push_back(x);
-  const Array in = from_values<float>(Shape{static_cast<int64_t>(inputs.size())}, inputs);
-  const Array out = Array::empty(in.shape, DType::f32);
-  for (const ApproximationBound& bound : kApproximationBounds) {
-    unary_kernel(bound.op, in, out);
-    const float* got = out.data<float>();
-    double worst = 0;
-    float worst_input = 0;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const double error = relative_error(got[i], unary_reference<float>(bound.op, inputs[i]));
-      if (error > worst) {
-        worst = error;
-        worst_input = inputs[i];
-      }
-    }
-    std::printf("  f32 %-8s max relative error %.3g (at x = %.9g)\n", unary_op_name(bound.op),
-                worst, worst_input);
-    EXPECT_LE(worst, bound.max_relative_error)
-        << unary_op_name(bound.op) << " at x = " << worst_input;
-  }
 }
 
 // ---- clamp ----

@@ -1,5 +1,5 @@
 // kernel_math_test.cpp - accuracy, special values, Lua integer semantics and
-// vectorization of compiler/kernel_math.h, the math library that generated
+// vectorization of tensor/kernels/kernel_math.h, the math library that generated
 // kernels include.
 //
 // Accuracy is measured in ulp of the exact result (the function evaluated in
@@ -9,7 +9,7 @@
 // the float64 samples 40 times larger), plus the 2^17 floats around each
 // interesting point (0, +-1, the overflow and underflow thresholds ...). The
 // bounds asserted are the figures stated in kernel_math.h.
-#include "compiler/kernel_math.h"
+#include "tensor/kernels/kernel_math.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -580,6 +580,28 @@ TEST(KernelMath, PowAccuracy) {
   EXPECT_EQ(ll_pow(-2.0, 3.0), -8.0);
 }
 
+// Exponents 2, -1, 1 and 0.5 give the correctly rounded x*x, 1/x, x and
+// sqrt(x) (+0 for -0), which the general path could miss at a halfway case
+// (1 + 2^-12 squared is one), and which lets eager x^2 be x*x.
+TEST(KernelMath, PowExactExponents) {
+  for (uint64_t k = 0; k < (uint64_t{1} << 32); k += 65537) {
+    const float x = float_from_bits(static_cast<uint32_t>(k));
+    ASSERT_TRUE(same_float(x * x, ll_powf(x, 2.0f))) << x;
+    ASSERT_TRUE(same_float(1.0f / x, ll_powf(x, -1.0f))) << x;
+    ASSERT_TRUE(same_float(x, ll_powf(x, 1.0f))) << x;
+    if (x >= 0.0f) {
+      ASSERT_TRUE(same_float(std::sqrt(x) + 0.0f, ll_powf(x, 0.5f))) << x;
+    }
+    const double d = static_cast<double>(x) * 1.000000001;
+    ASSERT_TRUE(same_double(d * d, ll_pow(d, 2.0))) << d;
+    ASSERT_TRUE(same_double(1.0 / d, ll_pow(d, -1.0))) << d;
+  }
+  EXPECT_EQ(ll_powf(1.0f + 0x1p-12f, 2.0f), (1.0f + 0x1p-12f) * (1.0f + 0x1p-12f));
+  EXPECT_TRUE(same_float(0.0f, ll_powf(-0.0f, 0.5f)));
+  EXPECT_TRUE(same_float(INFINITY, ll_powf(-INFINITY, 0.5f)));
+  EXPECT_TRUE(same_float(NAN, ll_powf(-4.0f, 0.5f)));
+}
+
 // ---- rounding, Lua division and modulo, conversions -----------------------------
 
 TEST(KernelMath, RoundingMatchesLibm) {
@@ -756,7 +778,7 @@ CSource vectorization_source(bool known_count) {
   CSource source;
   std::ostringstream out;
   const std::string count = known_count ? "4096" : "n";
-  out << "#include \"compiler/kernel_math.h\"\n";
+  out << "#include \"tensor/kernels/kernel_math.h\"\n";
   auto loop = [&](const std::string& function, const std::string& in, const std::string& out_type,
                   bool binary) {
     out << "void loop_" << function << "(long n, const " << in << "* restrict a, const " << in

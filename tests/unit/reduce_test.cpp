@@ -1,4 +1,4 @@
-// reduce_test.cpp - reduce, arg-reduce, softmax, cumsum and fast_exp against
+// reduce_test.cpp - reduce, arg-reduce, softmax and cumsum against
 // naive double-precision references, for every dtype, dim and layout.
 //
 // Tolerances (float reassociation): f32 2e-5 relative (sums of a few
@@ -13,7 +13,6 @@
 #include <string>
 
 #include "kernel_test_util.h"
-#include "tensor/kernels/fast_math.h"
 #include "tensor/kernels/reduce.h"
 #include "tensor/thread_pool.h"
 
@@ -519,51 +518,6 @@ TEST(Softmax, LargeRowsSumToOne) {
   }
   check_softmax(in, 1, false, "large rows");
   check_softmax(in, 0, true, "large columns");
-}
-
-// Max relative error of fast_exp over the float range: every 64th bit
-// pattern of [-104, 89], plus the scalar and vector forms agree.
-TEST(FastMath, ExpIsAccurateOverTheWholeRange) {
-  double max_relative_normal = 0, max_absolute_subnormal = 0;
-  const uint32_t start = std::bit_cast<uint32_t>(-104.0f);
-  for (uint32_t bits = start; bits > 0x80000000u; bits -= 64) {  // negative floats
-    const float x = std::bit_cast<float>(bits);
-    const double exact = std::exp(static_cast<double>(x));
-    const double got = fast_exp(x);
-    if (exact >= std::numeric_limits<float>::min()) {
-      max_relative_normal = std::max(max_relative_normal, std::fabs(got - exact) / exact);
-    } else {
-      max_absolute_subnormal = std::max(max_absolute_subnormal, std::fabs(got - exact));
-    }
-  }
-  for (uint32_t bits = 0; std::bit_cast<float>(bits) < 89.0f; bits += 64) {
-    const float x = std::bit_cast<float>(bits);
-    const double exact = std::exp(static_cast<double>(x));
-    const double got = fast_exp(x);
-    if (exact <= std::numeric_limits<float>::max()) {
-      max_relative_normal = std::max(max_relative_normal, std::fabs(got - exact) / exact);
-    } else {
-      EXPECT_TRUE(std::isinf(got)) << x;
-    }
-  }
-  EXPECT_LT(max_relative_normal, 2.5e-7);
-  EXPECT_LT(max_absolute_subnormal, 1e-44);
-  std::printf(
-      "fast_exp: max relative error %.3g (normal results), max absolute error %.3g "
-      "(subnormal results)\n",
-      max_relative_normal, max_absolute_subnormal);
-  EXPECT_EQ(fast_exp(-200.0f), 0.0f);
-  EXPECT_EQ(fast_exp(0.0f), 1.0f);
-  EXPECT_TRUE(std::isinf(fast_exp(100.0f)));
-  EXPECT_TRUE(std::isinf(fast_exp(INFINITY)));
-  EXPECT_EQ(fast_exp(-INFINITY), 0.0f);
-  EXPECT_TRUE(std::isnan(fast_exp(NAN)));
-  simd::Vec<float> v = {-90.0f, -1.5f, 0.25f, 3.0f, 80.0f, NAN, -103.0f, 88.5f};
-  simd::Vec<float> e = fast_exp(v);
-  for (int lane = 0; lane < 8; ++lane) {
-    const float scalar = fast_exp(v[lane]);
-    EXPECT_TRUE(std::bit_cast<uint32_t>(scalar) == std::bit_cast<uint32_t>(e[lane])) << lane;
-  }
 }
 
 // ---------------------------------------------------------------------------

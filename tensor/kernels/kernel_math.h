@@ -1,6 +1,11 @@
-/* kernel_math.h - the math library of generated kernels, pasted verbatim at the top of every
- * generated C file: plain C99 that also compiles as C++. Every function is static inline and
- * branch-free so that GCC -O2 -march=native -fno-math-errno vectorizes (AVX2, AVX-512)
+/* kernel_math.h - the one math library of lazylua's float kernels: the eager kernels
+ * (tensor/kernels/elementwise_*.cpp, softmax.cpp) include it, and generated code pastes it
+ * verbatim at its top, so that every tier computes the same bits: an eager t:exp(), the
+ * reference interpreter (which calls the eager kernels) and compiled code. Plain C99 that also
+ * compiles as C++; both builds must not contract a*b + c into an FMA (-ffp-contract=off, set in
+ * CMakeLists.txt and compiler/toolchain.cpp), or the same expression rounds differently.
+ * Every function is static inline and branch-free so that GCC -O2 -march=native
+ * -fno-math-errno vectorizes (AVX2, AVX-512)
  *     for (long i = 0; i < 4096; i++) y[i] = ll_tanhf(x[i]);   (x, y restrict)
  * no libm calls, no tables, special cases as integer-mask selects, no float->int conversion of
  * values that may be out of range. __builtin_fma needs an FMA unit to be fast (x86-64-v3 has
@@ -11,13 +16,15 @@
  * and asserted by tests/unit/kernel_math_test.cpp, f32 over every float (CI: every 127th):
  *   f32  exp 0.53  expm1 0.63  log 0.63  log2 0.73  log1p 0.64  tanh 0.59  sigmoid 0.53  gelu 7.6
  *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80; exp and sigmoid 0.76 where
- *        subnormal. Max relative error 7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc, as eager).
+ *        subnormal. Max relative error 7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
  *   f64  exp 0.56  expm1 0.73  log 0.74  tanh 0.67  sigmoid 0.56 (0.75 subnormal), 49M samples;
- *        log2, log1p, gelu (0.89), pow, sin, cos, tan, float % call libm (loops not vectorized).
+ *        log2, log1p, gelu (0.89), pow, sin, cos, tan, atan2, float % call libm (loops not
+ *        vectorized; the same libm in every tier, as generated code runs in-process).
  * Special values follow C99 Annex F (NaN -> NaN, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
  * tanh(+-inf) = +-1, sigmoid(+-inf) = 1, 0, gelu(-inf) = -0, signed zeros kept); ll_powf
  * matches powf in every special case. Unlike libm, ll_sinf/ll_cosf/ll_tanf return NaN for
- * |x| > 6e6, where their argument reduction is no longer exact. */
+ * |x| > 6e6, where their argument reduction is no longer exact. NaNs that the functions make
+ * (log(-1)) are the positive quiet NaN of NAN; NaN inputs pass through. */
 #ifndef LAZYLUA_KERNEL_MATH_H
 #define LAZYLUA_KERNEL_MATH_H
 
@@ -208,6 +215,11 @@ LL_VECTOR float ll_powf(float x, float y) {
   int y_int = nearbyintf(y) == y, y_odd = y_int & (nearbyintf(y * 0.5f) != y * 0.5f);
   res = llm_self(y_odd & (int)(xb >> 31), -res, res);
   res = llm_self((x < 0.0f) & (x > -INFINITY) & !y_int & (fabsf(y) < INFINITY), NAN, res);
+  /* x^2, x^-1, x^1 and x^0.5 (x >= -0) are the correctly rounded x*x, 1/x, x, sqrt(x) + 0 (the
+   * general path can miss a halfway case): what users expect of x^2, and what lets an eager loop
+   * compute x^2 as x*x and stay bitwise equal. */
+  float exact = llm_self(y == 2.0f, x * x, llm_self(y == -1.0f, 1.0f / x, llm_self(y == 1.0f, x, sqrtf(x) + 0.0f)));
+  res = llm_self((y == 2.0f) | (y == -1.0f) | (y == 1.0f) | ((y == 0.5f) & (x >= 0.0f)), exact, res);
   return llm_self((x == 1.0f) | (y == 0.0f) | ((xm == 0x3f800000u) & (fabsf(y) == INFINITY)), 1.0f, res);
 }
 
@@ -355,10 +367,14 @@ LL_VECTOR double ll_gelu(double x) {
 }
 LL_MATH double ll_log2(double x) { return log2(x); }
 LL_MATH double ll_log1p(double x) { return log1p(x); }
-LL_MATH double ll_pow(double x, double y) { return pow(x, y); }
+LL_MATH double ll_pow(double x, double y) { /* the exact cases of ll_powf, then libm */
+  return y == 2.0 ? x * x : y == -1.0 ? 1.0 / x : y == 1.0 ? x : (y == 0.5) & (x >= 0.0) ? sqrt(x) + 0.0 : pow(x, y);
+}
 LL_MATH double ll_sin(double x) { return sin(x); }
 LL_MATH double ll_cos(double x) { return cos(x); }
 LL_MATH double ll_tan(double x) { return tan(x); }
+LL_MATH float ll_atan2f(float y, float x) { return atan2f(y, x); }
+LL_MATH double ll_atan2(double y, double x) { return atan2(y, x); }
 
 /* ---- rounding, Lua // and %, conversions. floor from nearbyint (GCC vectorizes nearbyint, not
  * floor): exact, keeps -0, NaN and inf. Round half to even is nearbyint. */
@@ -408,5 +424,89 @@ LL_MATH int32_t ll_f32_to_i32(float x) { return (int32_t)llm_self(ll_f32_fits_i3
 LL_MATH int64_t ll_f32_to_i64(float x) { return (int64_t)llm_self(ll_f32_fits_i64(x), x, 0); }
 LL_MATH int32_t ll_f64_to_i32(double x) { return (int32_t)llm_seld(ll_f64_fits_i32(x), x, 0); }
 LL_MATH int64_t ll_f64_to_i64(double x) { return (int64_t)llm_seld(ll_f64_fits_i64(x), x, 0); }
+
+/* ---- folds and softmax rows ---------------------------------------------------------------
+ * Folds of n contiguous values for float reductions, in 4 x 32-byte vectors of independent
+ * lanes (float + is not associative, so the compiler would not vectorize a plain loop), then
+ * the lanes in a fixed order. Max and min let NaN win. */
+typedef float llm_f32x8 __attribute__((vector_size(32)));
+typedef double llm_f64x4 __attribute__((vector_size(32)));
+typedef int32_t llm_i32x8 __attribute__((vector_size(32)));
+typedef int64_t llm_i64x4 __attribute__((vector_size(32)));
+#define LLM_ADD(a, b) ((a) + (b))
+#define LLM_MUL(a, b) ((a) * (b))
+/* NaN wins (the generated scalar folds use these too) */
+#define LL_MAX(a, b) (((b) > (a)) | ((b) != (b)) ? (b) : (a))
+#define LL_MIN(a, b) (((b) < (a)) | ((b) != (b)) ? (b) : (a))
+#define LLM_VMAX(V, I, a, b) \
+  ((V)((((I)(b)) & (((b) > (a)) | ((b) != (b)))) | (((I)(a)) & ~(((b) > (a)) | ((b) != (b))))))
+#define LLM_VMIN(V, I, a, b) \
+  ((V)((((I)(b)) & (((b) < (a)) | ((b) != (b)))) | (((I)(a)) & ~(((b) < (a)) | ((b) != (b))))))
+#define LLM_VADD(V, I, a, b) ((a) + (b))
+#define LLM_VMUL(V, I, a, b) ((a) * (b))
+#define LLM_FOLD(name, T, V, I, LANES, IDENTITY, VMERGE, MERGE)  \
+  LL_MATH T name(const T* p, int64_t n) {                        \
+    V a0, a1, a2, a3;                                            \
+    for (int l = 0; l < LANES; ++l) a0[l] = (IDENTITY);          \
+    a1 = a0;                                                     \
+    a2 = a0;                                                     \
+    a3 = a0;                                                     \
+    int64_t i = 0;                                               \
+    for (; i + 4 * LANES <= n; i += 4 * LANES) {                 \
+      V x0, x1, x2, x3;                                          \
+      memcpy(&x0, p + i, sizeof x0);                             \
+      memcpy(&x1, p + i + LANES, sizeof x1);                     \
+      memcpy(&x2, p + i + 2 * LANES, sizeof x2);                 \
+      memcpy(&x3, p + i + 3 * LANES, sizeof x3);                 \
+      a0 = VMERGE(V, I, a0, x0);                                 \
+      a1 = VMERGE(V, I, a1, x1);                                 \
+      a2 = VMERGE(V, I, a2, x2);                                 \
+      a3 = VMERGE(V, I, a3, x3);                                 \
+    }                                                            \
+    a0 = VMERGE(V, I, VMERGE(V, I, a0, a1), VMERGE(V, I, a2, a3)); \
+    T r = a0[0];                                                 \
+    for (int l = 1; l < LANES; ++l) r = MERGE(r, a0[l]);         \
+    for (; i < n; ++i) r = MERGE(r, p[i]);                       \
+    return r;                                                    \
+  }
+LLM_FOLD(ll_sum_f32, float, llm_f32x8, llm_i32x8, 8, 0.0f, LLM_VADD, LLM_ADD)
+LLM_FOLD(ll_sum_f64, double, llm_f64x4, llm_i64x4, 4, 0.0, LLM_VADD, LLM_ADD)
+LLM_FOLD(ll_prod_f32, float, llm_f32x8, llm_i32x8, 8, 1.0f, LLM_VMUL, LLM_MUL)
+LLM_FOLD(ll_prod_f64, double, llm_f64x4, llm_i64x4, 4, 1.0, LLM_VMUL, LLM_MUL)
+LLM_FOLD(ll_max_f32, float, llm_f32x8, llm_i32x8, 8, -(float)INFINITY, LLM_VMAX, LL_MAX)
+LLM_FOLD(ll_max_f64, double, llm_f64x4, llm_i64x4, 4, -(double)INFINITY, LLM_VMAX, LL_MAX)
+LLM_FOLD(ll_min_f32, float, llm_f32x8, llm_i32x8, 8, (float)INFINITY, LLM_VMIN, LL_MIN)
+LLM_FOLD(ll_min_f64, double, llm_f64x4, llm_i64x4, 4, (double)INFINITY, LLM_VMIN, LL_MIN)
+
+/* softmax (log = 0) or log_softmax (log = 1) of the row r[0..n) into y (y may be r), as the
+ * eager kernel and generated code both compute it: m = max, e = exp(r - m), s = the sum of e
+ * by blocks of LL_FOLD_BLOCK values (ll_sum_*) added in double; y = e / s as e * (1 / s), or
+ * (r - m) - log(s) (r - m is exact near m; folding m into one offset would round it). */
+#define LL_FOLD_BLOCK 1024
+#define LLM_SOFTMAX_ROW(name, T, SUFFIX, DTYPE)                                 \
+  LL_MATH void name(const T* r, T* y, int64_t n, int take_log) {                  \
+    const T m = ll_max_##DTYPE(r, n);                                           \
+    double s = 0;                                                               \
+    if (take_log) {                                                             \
+      T tmp[LL_FOLD_BLOCK];                                                     \
+      for (int64_t k0 = 0; k0 < n; k0 += LL_FOLD_BLOCK) {                       \
+        const int64_t kn = n - k0 < LL_FOLD_BLOCK ? n - k0 : LL_FOLD_BLOCK;     \
+        for (int64_t k = 0; k < kn; ++k) tmp[k] = ll_exp##SUFFIX(r[k0 + k] - m); \
+        s += (double)ll_sum_##DTYPE(tmp, kn);                                   \
+      }                                                                         \
+      const T l = ll_log##SUFFIX((T)s);                                         \
+      for (int64_t k = 0; k < n; ++k) y[k] = (r[k] - m) - l;                    \
+    } else {                                                                    \
+      for (int64_t k = 0; k < n; ++k) y[k] = ll_exp##SUFFIX(r[k] - m);          \
+      for (int64_t k0 = 0; k0 < n; k0 += LL_FOLD_BLOCK) {                       \
+        const int64_t kn = n - k0 < LL_FOLD_BLOCK ? n - k0 : LL_FOLD_BLOCK;     \
+        s += (double)ll_sum_##DTYPE(y + k0, kn);                                \
+      }                                                                         \
+      const T scale = (T)1 / (T)s;                                              \
+      for (int64_t k = 0; k < n; ++k) y[k] *= scale;                            \
+    }                                                                           \
+  }
+LLM_SOFTMAX_ROW(ll_softmax_row_f32, float, f, f32)
+LLM_SOFTMAX_ROW(ll_softmax_row_f64, double, , f64)
 
 #endif /* LAZYLUA_KERNEL_MATH_H */
