@@ -251,8 +251,8 @@ std::string KernelWriter::node_code(int id) {
       const DType from = input_dtype(0);
       if (!is_floating(from) || is_floating(node.dtype) || node.dtype == DType::boolean) break;
       // A value with no integer value is an error, as in eager mode.
-      const std::string fits = fmt::format("ll_{}_fits_{}({})", dtype_name(from),
-                                           dtype_name(node.dtype), input(0));
+      const std::string fits =
+          fmt::format("ll_{}_fits_{}({})", dtype_name(from), dtype_name(node.dtype), input(0));
       return flag(node.instruction, KernelError::no_integer_value, "!" + fits) +
              fmt::format("const {} {} = {};\n", type, name, value);
     }

@@ -2,16 +2,16 @@
 #include "compiler/disk_cache.h"
 
 #include <dirent.h>
-#include <pwd.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
-#include <cctype>
 #include <ctime>
 #include <map>
 #include <vector>
@@ -141,7 +141,8 @@ uint64_t cache_size_bound_from_environment() {
   if (*end == 'G' || *end == 'g') scale = uint64_t{1} << 30;
   if (scale != 1) end++;
   uint64_t bytes = 0;
-  if (end == text || *end != '\0' || errno != 0 || !std::isdigit(static_cast<unsigned char>(*text)) ||
+  if (end == text || *end != '\0' || errno != 0 ||
+      !std::isdigit(static_cast<unsigned char>(*text)) ||
       __builtin_mul_overflow(number, scale, &bytes)) {
     static std::once_flag told;
     std::call_once(told, [text] {

@@ -56,8 +56,8 @@ std::string describe_internal_error(const std::string& what, const Graph& graph,
   const int fd = mkstemp(path);
   if (fd < 0) return message;
   const std::string report = message + "\n\n" + graph_text(graph);
-  const bool written = write(fd, report.data(), report.size()) ==
-                       static_cast<ssize_t>(report.size());
+  const bool written =
+      write(fd, report.data(), report.size()) == static_cast<ssize_t>(report.size());
   close(fd);
   return written ? message + "; the graph is in " + path : message;
 }

@@ -366,12 +366,11 @@ void fill_(const Array& self, Scalar value) {
   check_writable(self, "fill_");
   if (!value.is_integer && !is_floating(self.dtype) && self.dtype != DType::boolean) {
     const double v = value.value;  // the bounds of fits_integer, in double
-    const bool fits = self.dtype == DType::i32 ? v > -0x1p31 - 1 && v < 0x1p31
-                                               : v >= -0x1p63 && v < 0x1p63;
+    const bool fits =
+        self.dtype == DType::i32 ? v > -0x1p31 - 1 && v < 0x1p31 : v >= -0x1p63 && v < 0x1p63;
     if (!fits) {
       fail("fill_: {} has no {} value (NaN, infinite or out of range)",
-           std::isnan(v) ? "nan" : fmt::format("{}", v),
-           dtype_name(self.dtype));
+           std::isnan(v) ? "nan" : fmt::format("{}", v), dtype_name(self.dtype));
     }
   }
   if (value.is_integer && !is_floating(self.dtype)) {

@@ -384,7 +384,6 @@ Array cat(const std::vector<Array>& inputs, int dim) {
   return out;
 }
 
-
 Array gather(const Array& a, int dim, const Array& index) {
   check_dim(dim, a.rank(), "gather");
   check_index_dtype(index, "gather");

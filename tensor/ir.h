@@ -19,6 +19,8 @@ namespace lazylua {
 // The ops of the IR. Unary, binary and reduce nodes carry the exact
 // operation in `sub_op` (a UnaryOp, BinaryOp or ReduceOp). The comment says
 // what `attrs` hold.
+// A table, one row an op with its comment aligned:
+// clang-format off
 #define LAZYLUA_IR_OPS(X)                                                                      \
   X(parameter)     /* materialized data (`data`): an input of the graph */                     \
   X(scalar)        /* a Lua number: a scalar input of the graph (`scalar`) */                  \
@@ -53,6 +55,7 @@ namespace lazylua {
                    /* every output packed as bytes; attrs: counts of carries, xs, captured, */ \
                    /* ys, then length, reverse (see scan.h) */                                 \
   X(scan_output)   /* (scan): output attrs[0] of a scan, a view at byte attrs[1] */
+// clang-format on
 
 enum class Op : uint8_t {
 #define LAZYLUA_ENUM_ITEM(name) name,

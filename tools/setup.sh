@@ -5,7 +5,8 @@ set -euo pipefail
 
 # build-essential brings GCC's sanitizer runtimes (libasan8, libubsan1) for
 # .ci/run's sanitizer build; the tests also use gzip and coreutils (timeout,
-# mkfifo, truncate), which every Debian system has.
+# mkfifo, truncate), which every Debian system has. clang-format is for
+# .ci/run's layout check (tools/check_format.sh).
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem
@@ -14,6 +15,7 @@ packages=(
   libopenblas-dev
   libgtest-dev
   zlib1g-dev libdeflate-dev libxml2-utils
+  clang-format
   dataset-fashion-mnist
 )
 

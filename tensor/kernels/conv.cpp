@@ -308,7 +308,7 @@ class PlanePooling {
   // would not survive inlining into the callers.
   template <typename T, bool kPositions>
   __attribute__((noinline)) void inside(const T* __restrict image, T* __restrict values,
-              int32_t* __restrict positions) const {
+                                        int32_t* __restrict positions) const {
     const int64_t count = static_cast<int64_t>(corners_.size());
     const int32_t* __restrict corners = corners_.data();
     for (int64_t q = 0; q < count; q++) values[q] = image[corners[q]];

@@ -27,6 +27,8 @@
  * (log(-1)) are the positive quiet NaN of NAN; NaN inputs pass through. */
 #ifndef LAZYLUA_KERNEL_MATH_H
 #define LAZYLUA_KERNEL_MATH_H
+/* One function a line, so that the library reads as a table: */
+/* clang-format off */
 
 #include <math.h>
 #include <stdint.h>
@@ -509,4 +511,5 @@ LLM_FOLD(ll_min_f64, double, llm_f64x4, llm_i64x4, 4, (double)INFINITY, LLM_VMIN
 LLM_SOFTMAX_ROW(ll_softmax_row_f32, float, f, f32)
 LLM_SOFTMAX_ROW(ll_softmax_row_f64, double, , f64)
 
+/* clang-format on */
 #endif /* LAZYLUA_KERNEL_MATH_H */

@@ -14,8 +14,8 @@ static const char* model_script =
 int main(void) {
   lazylua_options options;
   lazylua_options_init(&options);
-  options.sandbox = 1;                  /* no io, os.execute, C modules ... */
-  options.memory_limit = 256u << 20;    /* Lua heap + tensors */
+  options.sandbox = 1;               /* no io, os.execute, C modules ... */
+  options.memory_limit = 256u << 20; /* Lua heap + tensors */
   lazylua_interpreter* lua;
   if (lazylua_open(&options, &lua) != LAZYLUA_OK) return 1;
 

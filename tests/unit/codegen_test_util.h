@@ -82,7 +82,7 @@ inline std::shared_ptr<Library> build(const std::string& source,
   const std::string command =
       "cd '" + dir.string() +
       "' && cc -O2 -march=native -mprefer-vector-width=512 -ffp-contract=off -fPIC -shared "
-                              "-fno-math-errno "
+      "-fno-math-errno "
       "-Werror=implicit-function-declaration " +
       extra_flags + " -o k.so k.c > log.txt 2>&1";
   const int status = std::system(command.c_str());

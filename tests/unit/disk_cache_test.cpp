@@ -424,13 +424,14 @@ TEST_F(DiskCacheTest, SizeBoundEvictsTheLeastRecentlyUsedEntries) {
 
 TEST(DiskCache, SizeBoundIsReadFromTheEnvironment) {
   const char* before = std::getenv("LAZYLUA_CACHE_MAX");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  const std::optional<std::string> saved =
+      before ? std::optional<std::string>(before) : std::nullopt;
   unsetenv("LAZYLUA_CACHE_MAX");
   EXPECT_EQ(cache_size_bound_from_environment(), uint64_t{1} << 30);
   const std::pair<const char*, uint64_t> cases[] = {
-      {"0", 0},       {"4096", 4096}, {"500M", 500ull << 20}, {"2G", 2ull << 30},
-      {"64k", 65536}, {"junk", 1ull << 30}, {"-5", 1ull << 30}, {"5T", 1ull << 30},
-      {"99999999999G", 1ull << 30}};
+      {"0", 0},           {"4096", 4096},     {"500M", 500ull << 20},
+      {"2G", 2ull << 30}, {"64k", 65536},     {"junk", 1ull << 30},
+      {"-5", 1ull << 30}, {"5T", 1ull << 30}, {"99999999999G", 1ull << 30}};
   for (const auto& [text, bytes] : cases) {
     setenv("LAZYLUA_CACHE_MAX", text, 1);
     EXPECT_EQ(cache_size_bound_from_environment(), bytes) << text;

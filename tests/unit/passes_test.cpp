@@ -917,7 +917,8 @@ TEST(InternalErrors, ReachTheUserNamingTheGraphAndAreNeverUserErrors) {
     }
     EXPECT_NE(message.find("internal error in lazylua"), std::string::npos) << message;
     EXPECT_NE(message.find("1 + 1 == 3"), std::string::npos) << message;
-    EXPECT_NE(message.find(fmt::format("running graph {:016x} of 2 nodes", context->extract({y.get()}).key)),
+    EXPECT_NE(message.find(
+                  fmt::format("running graph {:016x} of 2 nodes", context->extract({y.get()}).key)),
               std::string::npos)
         << message;
     const size_t file = message.find("the graph is in ");
@@ -928,7 +929,8 @@ TEST(InternalErrors, ReachTheUserNamingTheGraphAndAreNeverUserErrors) {
     ASSERT_NE(file, std::string::npos) << message;
     const std::string path = message.substr(file + std::string("the graph is in ").size());
     std::ifstream report(path);
-    const std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+    const std::string text((std::istreambuf_iterator<char>(report)),
+                           std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("exp"), std::string::npos) << text;
     std::remove(path.c_str());
   }
