@@ -334,13 +334,7 @@ function fc.random_view(t, writable)
     choices[#choices + 1] = function() return {fn = "flatten", args = {}} end
   end
   choices[#choices + 1] = function() return {fn = "unsqueeze", args = {R(rank + 1)}} end
-  if rank >= 2 then
-    choices[#choices + 1] = function() return {fn = "transpose", args = {R(rank), R(rank)}} end
-    choices[#choices + 1] = function()
-      return {fn = "permute", args = rp.random_permutation(rank)}
-    end
-  end
-  if rank == 2 then choices[#choices + 1] = function() return {fn = "t", args = {}} end end
+  rp.add_reorder_views(choices, rank)
   local ones = {}
   for d = 1, rank do if size[d] == 1 then ones[#ones + 1] = d end end
   if #ones > 0 then

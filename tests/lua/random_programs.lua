@@ -129,6 +129,22 @@ local function random_permutation(rank)
   return order
 end
 
+-- Adds to `choices` (a random_view()'s menu) the views that reorder the
+-- dims of a tensor of rank `rank`: transpose and permute, and t for a
+-- matrix.
+local function add_reorder_views(choices, rank)
+  if rank >= 2 then
+    choices[#choices + 1] = function()
+      local d1, d2 = R(rank), R(rank)
+      return {fn = "transpose", args = {d1, d2}}
+    end
+    choices[#choices + 1] = function()
+      return {fn = "permute", args = random_permutation(rank)}
+    end
+  end
+  if rank == 2 then choices[#choices + 1] = function() return {fn = "t", args = {}} end end
+end
+
 -- A weighted menu of step generators: add(weight, name, f) appends one,
 -- pick() draws one with probability weight / total weight.
 local function new_menu()
@@ -500,7 +516,7 @@ return {
   random_chain = random_chain,
   random_narrow = random_narrow,
   random_select = random_select,
-  random_permutation = random_permutation,
+  add_reorder_views = add_reorder_views,
   new_menu = new_menu,
   RUN = RUN,
   run_step = run_step,

@@ -416,16 +416,7 @@ local function random_view(t)
       return {fn = pick({"reshape", "reshape", "view"}), args = shape}
     end
   end
-  if rank >= 2 then
-    choices[#choices + 1] = function()
-      local d1, d2 = R(rank), R(rank)
-      return {fn = "transpose", args = {d1, d2}}
-    end
-    choices[#choices + 1] = function()
-      return {fn = "permute", args = rp.random_permutation(rank)}
-    end
-  end
-  if rank == 2 then choices[#choices + 1] = function() return {fn = "t", args = {}} end end
+  rp.add_reorder_views(choices, rank)
   local ones = {}
   for d = 1, rank do if size[d] == 1 then ones[#ones + 1] = d end end
   if #ones > 0 then
