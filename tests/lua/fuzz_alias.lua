@@ -77,8 +77,8 @@ end
 
 -- The menu: each entry generates (and tries) one step, or returns false.
 -- Views share their base's info (exactness), as the values they show do.
-local MENU = {}
-local function menu(weight, name, f) MENU[#MENU + 1] = {weight = weight, name = name, f = f} end
+local MENU = fc.new_menu()
+local menu = MENU.add
 
 menu(5, "view", function(p)
   local a = p:pick_slot()
@@ -262,30 +262,11 @@ menu(1, "new base", function(p)
   return true
 end)
 
-local TOTAL = 0
-for _, m in ipairs(MENU) do TOTAL = TOTAL + m.weight end
-local function pick_menu()
-  local r = R() * TOTAL
-  for _, m in ipairs(MENU) do
-    r = r - m.weight
-    if r <= 0 then return m end
-  end
-  return MENU[#MENU]
-end
-
 local function generate(seed)
   local p = fc.Program.new("alias", seed)
   local hostile = R(3) > 1
   for _ = 1, R(1, 3) do new_base(p, hostile) end
-  local target = R(8, 30)
-  local counted, attempts = 0, 0
-  while counted < target and attempts < target * 10 do
-    attempts = attempts + 1
-    local m = pick_menu()
-    local ok, result = pcall(m.f, p)
-    if not ok then error(string.format("alias generator %q failed: %s", m.name, result), 0) end
-    if result then counted = counted + 1 end
-  end
+  fc.grow(p, MENU, R(8, 30))
   return p:finish()
 end
 

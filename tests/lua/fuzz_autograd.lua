@@ -34,8 +34,8 @@ local UNARY = {
 
 local function floats(t) return is_float(t:dtype()) end
 
-local MENU = {}
-local function menu(weight, name, f) MENU[#MENU + 1] = {weight = weight, name = name, f = f} end
+local MENU = fc.new_menu()
+local menu = MENU.add
 
 -- Adds the step `out = text` computed by run(env) -> tensor; exact: rounds
 -- nothing. Returns whether it was kept.
@@ -268,28 +268,6 @@ menu(1, "observe", function(p)
                 run = function(env, obs) obs(env[a], info) end})
 end)
 
-local TOTAL = 0
-for _, m in ipairs(MENU) do TOTAL = TOTAL + m.weight end
-local function pick_menu()
-  local r = R() * TOTAL
-  for _, m in ipairs(MENU) do
-    r = r - m.weight
-    if r <= 0 then return m end
-  end
-  return MENU[#MENU]
-end
-
-local function grow(p, steps)
-  local counted, attempts = 0, 0
-  while counted < steps and attempts < steps * 10 do
-    attempts = attempts + 1
-    local m = pick_menu()
-    local ok, result = pcall(m.f, p)
-    if not ok then error(string.format("autograd generator %q failed: %s", m.name, result), 0) end
-    if result then counted = counted + 1 end
-  end
-end
-
 -- The loss (a weighted sum of some results), backward, and the leaves'
 -- gradients observed. False when eager gradients are not finite (the
 -- program then ends before this round).
@@ -362,7 +340,7 @@ local function generate(seed)
     p:set(out, true)
     leaves[#leaves + 1] = out
   end
-  grow(p, R(4, 14))
+  fc.grow(p, MENU, R(4, 14))
   if backward(p, leaves, 1) and R(2) == 1 then
     -- an SGD step, some gradients dropped, then a second round accumulates
     for _, leaf in ipairs(leaves) do
@@ -381,7 +359,7 @@ local function generate(seed)
                run = function(env) env[leaf]:set_grad(nil) end})
       end
     end
-    grow(p, R(2, 8))
+    fc.grow(p, MENU, R(2, 8))
     backward(p, leaves, 2)
   end
   return p:finish()

@@ -20,33 +20,15 @@
 -- transcendentals, reassociated sums), 1e-9 for f64.
 return function(h, lh)
 local R = math.random
+-- the value text, view chains and weighted menus of the older random
+-- programs (test_lazy_random_programs.lua)
+local rp = dofile("random_programs.lua")(h, lh)
 
 local fc = {}
 
-function fc.pick(list) return list[R(#list)] end
-local pick = fc.pick
-
-function fc.is_float(dt) return dt == "f32" or dt == "f64" end
-local is_float = fc.is_float
-
--- Readable Lua text for a value (numbers keep their subtype).
-local function lit(v)
-  if type(v) == "table" then
-    local parts = {}
-    for i = 1, #v do parts[i] = lit(v[i]) end
-    return "{" .. table.concat(parts, ", ") .. "}"
-  elseif math.type(v) == "float" then
-    if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%.1f", v) end
-    return string.format("%.17g", v)
-  elseif type(v) == "string" then
-    return string.format("%q", v)
-  end
-  return tostring(v)
-end
-fc.lit = lit
-
-function fc.var(i) return "v" .. i end
-local var = fc.var
+fc.pick, fc.is_float, fc.lit, fc.var = rp.pick, rp.is_float, rp.lit, rp.var
+fc.apply_chain, fc.chain_text, fc.new_menu = rp.apply_chain, rp.chain_text, rp.new_menu
+local pick, is_float, lit, var = fc.pick, fc.is_float, fc.lit, fc.var
 
 -- ---------------------------------------------------------------------------
 -- Shapes. `hostile`: extents of 0, runs of 1 (broadcasts) and now and then a
@@ -179,30 +161,13 @@ function Program.new(family, seed)
   return p
 end
 
-function Program:slot()
-  local s = self.next_slot
-  self.next_slot = s + 1
-  return s
-end
+-- A program keeps its slots as random_programs.lua's generator does (env,
+-- next_slot): the same slot allocation and live-slot picking.
+Program.slot, Program.live, Program.pick_slot = rp.Gen.slot, rp.Gen.live, rp.Gen.pick_slot
 
 function Program:data_seed()
   self.next_data = self.next_data + 7919
   return self.next_data
-end
-
-function Program:live(filter)
-  local out = {}
-  for slot = 1, self.next_slot - 1 do
-    local t = self.env[slot]
-    if t ~= nil and (not filter or filter(t, slot)) then out[#out + 1] = slot end
-  end
-  return out
-end
-
-function Program:pick_slot(filter)
-  local list = self:live(filter)
-  if #list == 0 then return nil end
-  return pick(list)
 end
 
 -- Runs the candidate `step` ({text, run(env, obs)}) eagerly. Kept when it
@@ -358,21 +323,9 @@ function fc.random_view(t, writable)
   local rank, size = t:dim(), t:size()
   local choices = {}
   if rank >= 1 then
-    choices[#choices + 1] = function()
-      local d = R(rank)
-      local len = R(0, size[d])
-      local start = R(1, size[d] - len + 1)
-      if R(4) == 1 then start = start - size[d] - 1 end  -- negative start
-      return {fn = "narrow", args = {d, start, len}}
-    end
+    choices[#choices + 1] = function() return rp.random_narrow(size, 0) end
     if fc.numel(size) > 0 then
-      choices[#choices + 1] = function()
-        local d = R(rank)
-        if size[d] == 0 then return nil end
-        local i = R(size[d])
-        if R(4) == 1 then i = i - size[d] - 1 end
-        return {fn = "select", args = {d, i}}
-      end
+      choices[#choices + 1] = function() return rp.random_select(size) end
       choices[#choices + 1] = function()
         if size[1] == 0 then return nil end
         return {fn = "index", args = {R(size[1])}}
@@ -381,19 +334,7 @@ function fc.random_view(t, writable)
     choices[#choices + 1] = function() return {fn = "flatten", args = {}} end
   end
   choices[#choices + 1] = function() return {fn = "unsqueeze", args = {R(rank + 1)}} end
-  if rank >= 2 then
-    choices[#choices + 1] = function() return {fn = "transpose", args = {R(rank), R(rank)}} end
-    choices[#choices + 1] = function()
-      local order = {}
-      for d = 1, rank do order[d] = d end
-      for d = rank, 2, -1 do
-        local j = R(d)
-        order[d], order[j] = order[j], order[d]
-      end
-      return {fn = "permute", args = order}
-    end
-  end
-  if rank == 2 then choices[#choices + 1] = function() return {fn = "t", args = {}} end end
+  rp.add_reorder_views(choices, rank)
   local ones = {}
   for d = 1, rank do if size[d] == 1 then ones[#ones + 1] = d end end
   if #ones > 0 then
@@ -419,45 +360,23 @@ function fc.random_view(t, writable)
   return pick(choices)()
 end
 
-function fc.apply_chain(t, chain)
-  for _, v in ipairs(chain) do
-    if v.fn == "index" then
-      t = t[v.args[1]]
-    else
-      t = t[v.fn](t, table.unpack(v.args))
-    end
-  end
-  return t
-end
-
-function fc.chain_text(chain)
-  local parts = {}
-  for _, v in ipairs(chain) do
-    if v.fn == "index" then
-      parts[#parts + 1] = "[" .. lit(v.args[1]) .. "]"
-    else
-      local args = {}
-      for i, x in ipairs(v.args) do args[i] = lit(x) end
-      parts[#parts + 1] = ":" .. v.fn .. "(" .. table.concat(args, ", ") .. ")"
-    end
-  end
-  return table.concat(parts)
-end
-
 -- A chain of up to max_len views valid from t (checked eagerly).
 function fc.random_chain(t, max_len, writable)
-  local chain, cur = {}, t
-  for _ = 1, R(max_len or 2) do
-    local v = fc.random_view(cur, writable)
-    if v then
-      local ok, nxt = pcall(fc.apply_chain, cur, {v})
-      if ok then
-        chain[#chain + 1] = v
-        cur = nxt
-      end
-    end
+  return rp.random_chain(t, max_len, function(cur) return fc.random_view(cur, writable) end)
+end
+
+-- Adds steps drawn from `menu` (fc.new_menu) until `steps` of them were
+-- kept (or 10 times as many were tried). A generator that raises is a bug
+-- of the family's, named with it.
+function fc.grow(p, menu, steps)
+  local counted, attempts = 0, 0
+  while counted < steps and attempts < steps * 10 do
+    attempts = attempts + 1
+    local m = menu.pick()
+    local ok, result = pcall(m.f, p)
+    if not ok then error(string.format("%s generator %q failed: %s", p.family, m.name, result), 0) end
+    if result then counted = counted + 1 end
   end
-  return chain, cur
 end
 
 return fc

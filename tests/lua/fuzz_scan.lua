@@ -191,6 +191,17 @@ local function body_function(spec, body, captured_values)
   end
 end
 
+-- Puts a scan's carry or ys into its slots: one tensor, or (keys given) the
+-- fields keys[1] and keys[2] of a table into one or two slots.
+local function store(env, slots, value, keys)
+  if not keys then
+    env[slots[1]] = value
+    return
+  end
+  env[slots[1]] = value[keys[1]]
+  if slots[2] then env[slots[2]] = value[keys[2]] end
+end
+
 -- One scan step: chooses shapes, makes its inputs (as program steps), a
 -- body, and the scan itself. Returns the slots of the carry leaves and ys,
 -- and the slots that may get gradients.
@@ -307,20 +318,8 @@ local function scan_step(p, hostile, grad, init_slot)
   local ok = p:try({text = text, writes = writes, run = function(env)
     local carry, ys = tensor.scan(body_function(spec, body, resolve(env)), init_value(env),
                                   xs_value(env), options)
-    if spec.table_carry then
-      env[outs[1]] = carry.h
-      if outs[2] then env[outs[2]] = carry.c end
-    else
-      env[outs[1]] = carry
-    end
-    if #y_slots > 0 then
-      if body.ys_table then
-        env[y_slots[1]] = ys.a
-        if y_slots[2] then env[y_slots[2]] = ys.b end
-      else
-        env[y_slots[1]] = ys
-      end
-    end
+    store(env, outs, carry, spec.table_carry and {"h", "c"})
+    if #y_slots > 0 then store(env, y_slots, ys, body.ys_table and {"a", "b"}) end
   end}, function()
     for _, s in ipairs(writes) do
       if not finite_small(p.env[s]) then return false, "rejected: unbounded" end

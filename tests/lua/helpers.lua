@@ -3,7 +3,9 @@
 -- Loaded with `local h = dofile("helpers.lua")` (the tests run with cwd
 -- tests/lua). Expected values are always computed independently of the tensor
 -- module: literal tables, or plain Lua loops over numbers and tolist() output.
--- The helpers only ever call t:dtype(), t:size() and t:tolist() on tensors.
+-- The checking helpers only ever call t:dtype(), t:size() and t:tolist() on
+-- tensors (still_works alone computes, to show an error left the
+-- interpreter usable).
 
 local h = {}
 
@@ -76,28 +78,37 @@ function h.map(v, f)
   return out
 end
 
--- NumPy broadcasting of f(a, b) over nested tables (or plain values): the
--- independent reference for binary tensor ops.
-function h.bmap(a, b, f)
-  local sa, sb = h.shape_of(a), h.shape_of(b)
-  local rank = math.max(#sa, #sb)
+-- NumPy broadcasting of f over nested tables (or plain values), the
+-- independent reference for elementwise tensor ops: f gets one leaf of each
+-- of args[1..args.n]. `name` says whose assertion failed.
+local function broadcast_map(name, args, f)
+  local shapes, rank = {}, 0
+  for i = 1, args.n do
+    shapes[i] = h.shape_of(args[i])
+    rank = math.max(rank, #shapes[i])
+  end
   local shape = {}
   for d = 1, rank do
-    local ea = sa[d - rank + #sa] or 1
-    local eb = sb[d - rank + #sb] or 1
-    assert(ea == eb or ea == 1 or eb == 1, "bmap: shapes do not broadcast")
-    shape[d] = ea == 1 and eb or ea
-  end
-  local function at(v, s, index)
-    local offset = rank - #s
-    for d = 1, #s do
-      v = v[s[d] == 1 and 1 or index[offset + d]]
+    local e = 1
+    for _, s in ipairs(shapes) do
+      local x = s[d - rank + #s] or 1
+      if x ~= 1 then
+        assert(e == 1 or e == x, name .. ": shapes do not broadcast")
+        e = x
+      end
     end
-    return v
+    shape[d] = e
   end
-  local index = {}
+  local index, leaves = {}, {}
   local function build(d)
-    if d > rank then return f(at(a, sa, index), at(b, sb, index)) end
+    if d > rank then
+      for i = 1, args.n do
+        local v, s = args[i], shapes[i]
+        for k = 1, #s do v = v[s[k] == 1 and 1 or index[rank - #s + k]] end
+        leaves[i] = v
+      end
+      return f(table.unpack(leaves, 1, args.n))
+    end
     local out = {}
     for i = 1, shape[d] do
       index[d] = i
@@ -108,41 +119,11 @@ function h.bmap(a, b, f)
   return build(1)
 end
 
+-- f(a, b) broadcast: the reference for binary tensor ops.
+function h.bmap(a, b, f) return broadcast_map("bmap", table.pack(a, b), f) end
+
 -- Three-way broadcast (for where): f(c, a, b).
-function h.bmap3(c, a, b, f)
-  local sc, sa, sb = h.shape_of(c), h.shape_of(a), h.shape_of(b)
-  local rank = math.max(#sc, #sa, #sb)
-  local shape = {}
-  for d = 1, rank do
-    local e = 1
-    for _, s in ipairs({sc, sa, sb}) do
-      local x = s[d - rank + #s] or 1
-      if x ~= 1 then
-        assert(e == 1 or e == x, "bmap3: shapes do not broadcast")
-        e = x
-      end
-    end
-    shape[d] = e
-  end
-  local function at(v, s, index)
-    local offset = rank - #s
-    for d = 1, #s do
-      v = v[s[d] == 1 and 1 or index[offset + d]]
-    end
-    return v
-  end
-  local index = {}
-  local function build(d)
-    if d > rank then return f(at(c, sc, index), at(a, sa, index), at(b, sb, index)) end
-    local out = {}
-    for i = 1, shape[d] do
-      index[d] = i
-      out[i] = build(d + 1)
-    end
-    return out
-  end
-  return build(1)
-end
+function h.bmap3(c, a, b, f) return broadcast_map("bmap3", table.pack(c, a, b), f) end
 
 -- Element (x - want) check with a tolerance; NaN matches NaN, infinities
 -- must match exactly.
@@ -379,6 +360,83 @@ function h.matmul2(a, b)
     out[i] = row
   end
   return out
+end
+
+-- Direct 2-d convolution of nested tables (the conv2d reference, with no
+-- padding op and no matrix product): X [N][C][H][W], Wt [O][C][KH][KW], an
+-- optional bias B [O], strides sh, sw and zero paddings ph, pw.
+function h.conv2d_loop(X, Wt, B, sh, sw, ph, pw)
+  local N, C, H, W = #X, #X[1], #X[1][1], #X[1][1][1]
+  local O, KH, KW = #Wt, #Wt[1][1], #Wt[1][1][1]
+  local OH, OW = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
+  local out = {}
+  for n = 1, N do
+    out[n] = {}
+    for o = 1, O do
+      out[n][o] = {}
+      for oh = 1, OH do
+        out[n][o][oh] = {}
+        for ow = 1, OW do
+          local s = B and B[o] or 0
+          for c = 1, C do
+            for i = 1, KH do
+              for j = 1, KW do
+                local y, x = (oh - 1) * sh - ph + i, (ow - 1) * sw - pw + j
+                if y >= 1 and y <= H and x >= 1 and x <= W then
+                  s = s + X[n][c][y][x] * Wt[o][c][i][j]
+                end
+              end
+            end
+          end
+          out[n][o][oh][ow] = s
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- Whole files as bytes (tests that write, cut or corrupt files).
+function h.read_bytes(path)
+  local f = assert(io.open(path, "rb"))
+  local bytes = f:read("a")
+  f:close()
+  return bytes
+end
+
+function h.write_bytes(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+-- After an error the interpreter must still compute: a small computation
+-- with a known result. h.recovered counts the checks.
+h.recovered = 0
+function h.still_works()
+  local t = tensor.ones(2, 3) * 2 + tensor.new({1, 2, 3})
+  assert(t:sum():item() == 24)
+  h.recovered = h.recovered + 1
+end
+
+-- One bad call as its own group (test_errors.lua, test_hostile_inputs.lua):
+-- f must raise an error whose message contains each needle (bad) or one of
+-- the alternatives (bad_any), and the interpreter still works after it. A
+-- call that wrongly succeeds is reported with the caller's line and the
+-- file goes on.
+function h.bad(f, ...)
+  local needles = table.pack(...)
+  h.test("bad call", function()
+    h.err(f, table.unpack(needles, 1, needles.n))
+    h.still_works()
+  end, 3)
+end
+
+function h.bad_any(f, alternatives)
+  h.test("bad call", function()
+    h.err_any(f, alternatives)
+    h.still_works()
+  end, 3)
 end
 
 -- Runs one independent group of checks. A failure is reported (with the

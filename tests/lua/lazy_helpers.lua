@@ -228,6 +228,18 @@ function lh.same(f, tol, level)
   return eager, lazy
 end
 
+-- A nested table of the given shape whose leaves are leaf() called in
+-- row-major order ({} gives a plain value).
+function lh.nested(shape, leaf)
+  local function build(d)
+    if d > #shape then return leaf() end
+    local out = {}
+    for i = 1, shape[d] do out[i] = build(d + 1) end
+    return out
+  end
+  return build(1)
+end
+
 -- Deterministic test data as nested Lua tables, from our own generator (a
 -- 32-bit LCG) so that it does not depend on math.random's state.
 local Gen = {}
@@ -261,13 +273,7 @@ function Gen:value(kind)
 end
 -- A nested table of the given shape ({} gives a plain value).
 function Gen:table(shape, kind)
-  local function build(d)
-    if d > #shape then return self:value(kind) end
-    local out = {}
-    for i = 1, shape[d] do out[i] = build(d + 1) end
-    return out
-  end
-  return build(1)
+  return lh.nested(shape, function() return self:value(kind) end)
 end
 
 -- dtype for tensor.new from a generator kind.

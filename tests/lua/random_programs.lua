@@ -1,9 +1,11 @@
 -- random_programs.lua - the representation and replay of the random
 -- programs of test_lazy_random_programs.lua: operand and step text, the
 -- interpreter that runs a step, snapshots and their statistics, and random
--- data. Loaded with `local rp = dofile("random_programs.lua")(h)`, where h
--- is the test's helpers.lua.
-return function(h)
+-- data; also the weighted menu, view chains and value text that the
+-- differential fuzzer (fuzz_common.lua) draws from. Loaded with
+-- `local rp = dofile("random_programs.lua")(h, lh)`, where h and lh are the
+-- test's helpers.lua and lazy_helpers.lua.
+return function(h, lh)
 local R = math.random
 
 local function pick(list) return list[R(#list)] end
@@ -13,6 +15,7 @@ local function is_float(dt) return dt == "f32" or dt == "f64" end
 -- ---------------------------------------------------------------------------
 -- Readable text for values in step descriptions
 
+-- Lua text that reads back as the same value (numbers keep their subtype).
 local function lit(v)
   if type(v) == "table" then
     local parts = {}
@@ -21,6 +24,8 @@ local function lit(v)
   elseif math.type(v) == "float" then
     if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%.1f", v) end
     return string.format("%.17g", v)
+  elseif type(v) == "string" then
+    return string.format("%q", v)
   end
   return tostring(v)
 end
@@ -58,6 +63,106 @@ local function apply_chain(t, chain)
     end
   end
   return t
+end
+
+-- Text of a chain of view steps, as a suffix of the viewed tensor's name.
+local function chain_text(chain)
+  local parts = {}
+  for _, v in ipairs(chain) do
+    if v.fn == "index" then
+      parts[#parts + 1] = "[" .. lit(v.args[1]) .. "]"
+    else
+      local args = {}
+      for i, x in ipairs(v.args) do args[i] = lit(x) end
+      parts[#parts + 1] = ":" .. v.fn .. "(" .. table.concat(args, ", ") .. ")"
+    end
+  end
+  return table.concat(parts)
+end
+
+-- A chain of up to max_len views from t, each drawn by random_view(cur)
+-- (nil: none fits) and kept when it applies (evaluated in eager mode to stay
+-- valid). Returns the chain and the view it gives.
+local function random_chain(t, max_len, random_view)
+  local chain, cur = {}, t
+  for _ = 1, R(max_len or 2) do
+    local v = random_view(cur)
+    if v then
+      local ok, nxt = pcall(apply_chain, cur, {v})
+      if ok then
+        chain[#chain + 1] = v
+        cur = nxt
+      end
+    end
+  end
+  return chain, cur
+end
+
+-- View steps that both random_view()s draw (test_lazy_random_programs.lua
+-- and fuzz_common.lua): a narrow of a random dim of `size` to at least
+-- min_len elements, a select (nil when that dim is empty), each with a
+-- start or index now and then counted from the end.
+local function random_narrow(size, min_len)
+  local d = R(#size)
+  local len = R(min_len, size[d])
+  local start = R(1, size[d] - len + 1)
+  if R(4) == 1 then start = start - size[d] - 1 end   -- negative start
+  return {fn = "narrow", args = {d, start, len}}
+end
+
+local function random_select(size)
+  local d = R(#size)
+  if size[d] == 0 then return nil end
+  local i = R(size[d])
+  if R(4) == 1 then i = i - size[d] - 1 end
+  return {fn = "select", args = {d, i}}
+end
+
+-- A random order of 1..rank, as permute's argument.
+local function random_permutation(rank)
+  local order = {}
+  for d = 1, rank do order[d] = d end
+  for d = rank, 2, -1 do
+    local j = R(d)
+    order[d], order[j] = order[j], order[d]
+  end
+  return order
+end
+
+-- Adds to `choices` (a random_view()'s menu) the views that reorder the
+-- dims of a tensor of rank `rank`: transpose and permute, and t for a
+-- matrix.
+local function add_reorder_views(choices, rank)
+  if rank >= 2 then
+    choices[#choices + 1] = function()
+      local d1, d2 = R(rank), R(rank)
+      return {fn = "transpose", args = {d1, d2}}
+    end
+    choices[#choices + 1] = function()
+      return {fn = "permute", args = random_permutation(rank)}
+    end
+  end
+  if rank == 2 then choices[#choices + 1] = function() return {fn = "t", args = {}} end end
+end
+
+-- A weighted menu of step generators: add(weight, name, f) appends one,
+-- pick() draws one with probability weight / total weight.
+local function new_menu()
+  local entries, total = {}, 0
+  local menu = {}
+  function menu.add(weight, name, f)
+    entries[#entries + 1] = {weight = weight, name = name, f = f}
+    total = total + weight
+  end
+  function menu.pick()
+    local r = R() * total
+    for _, m in ipairs(entries) do
+      r = r - m.weight
+      if r <= 0 then return m end
+    end
+    return entries[#entries]
+  end
+  return menu
 end
 
 local RUN = {}
@@ -264,13 +369,7 @@ local function random_value(dt)
 end
 
 local function random_table(shape, dt, value)
-  local function build(d)
-    if d > #shape then return (value or random_value)(dt) end
-    local out = {}
-    for i = 1, shape[d] do out[i] = build(d + 1) end
-    return out
-  end
-  return build(1)
+  return lh.nested(shape, function() return (value or random_value)(dt) end)
 end
 
 local function random_shape(max_rank)
@@ -413,6 +512,12 @@ return {
   OPERATORS = OPERATORS,
   value_of = value_of,
   apply_chain = apply_chain,
+  chain_text = chain_text,
+  random_chain = random_chain,
+  random_narrow = random_narrow,
+  random_select = random_select,
+  add_reorder_views = add_reorder_views,
+  new_menu = new_menu,
   RUN = RUN,
   run_step = run_step,
   Gen = Gen,

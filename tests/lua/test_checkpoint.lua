@@ -9,18 +9,7 @@ os.remove(dir)
 assert(lfs.mkdir(dir))
 local function path(name) return dir .. "/" .. name end
 
-local function read_bytes(file_path)
-  local f = assert(io.open(file_path, "rb"))
-  local bytes = f:read("a")
-  f:close()
-  return bytes
-end
-
-local function write_bytes(file_path, bytes)
-  local f = assert(io.open(file_path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local read_bytes, write_bytes = h.read_bytes, h.write_bytes
 
 local function directory_entries()
   local names = {}

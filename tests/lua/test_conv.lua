@@ -8,37 +8,8 @@
 local h = dofile("helpers.lua")
 local lh = dofile("lazy_helpers.lua")
 
--- Direct convolution of nested tables (no padding op, no products).
-local function conv_loop(X, Wt, sh, sw, ph, pw)
-  local N, C, H, W = #X, #X[1], #X[1][1], #X[1][1][1]
-  local O, KH, KW = #Wt, #Wt[1][1], #Wt[1][1][1]
-  local OH, OW = (H + 2 * ph - KH) // sh + 1, (W + 2 * pw - KW) // sw + 1
-  local out = {}
-  for n = 1, N do
-    out[n] = {}
-    for o = 1, O do
-      out[n][o] = {}
-      for oh = 1, OH do
-        out[n][o][oh] = {}
-        for ow = 1, OW do
-          local s = 0
-          for c = 1, C do
-            for i = 1, KH do
-              for j = 1, KW do
-                local y, x = (oh - 1) * sh - ph + i, (ow - 1) * sw - pw + j
-                if y >= 1 and y <= H and x >= 1 and x <= W then
-                  s = s + X[n][c][y][x] * Wt[o][c][i][j]
-                end
-              end
-            end
-          end
-          out[n][o][oh][ow] = s
-        end
-      end
-    end
-  end
-  return out
-end
+-- helpers.lua's direct loop, without bias
+local function conv_loop(X, Wt, sh, sw, ph, pw) return h.conv2d_loop(X, Wt, nil, sh, sw, ph, pw) end
 
 -- Max pooling of nested tables with -inf padding: values, and each
 -- window's first maximum (row-major), the position that gets its gradient.
@@ -225,11 +196,7 @@ h.test("nn.Conv2d and nn.MaxPool2d use the ops and keep their results", function
   tensor.manual_seed(4)
   local conv = nn.Conv2d(2, 3, 3, {padding = 1, stride = 2})
   local x = tensor.randn(2, 2, 6, 5)
-  local want = conv_loop(x:tolist(), conv.weight:tolist(), 2, 2, 1, 1)
-  local bias = conv.bias:tolist()
-  for n = 1, 2 do for o = 1, 3 do for i = 1, #want[n][o] do for j = 1, #want[n][o][i] do
-    want[n][o][i][j] = want[n][o][i][j] + bias[o]
-  end end end end
+  local want = h.conv2d_loop(x:tolist(), conv.weight:tolist(), conv.bias:tolist(), 2, 2, 1, 1)
   h.near(conv(x), want, {rel = 1e-5, abs = 1e-5})
   h.near(nn.MaxPool2d(3, {stride = 2, padding = 1})(x), (pool_loop(x:tolist(), 3, 3, 2, 2, 1, 1)), h.EXACT)
   -- Integer images take the generic windows (max_pool2d is for floats).

@@ -13,11 +13,7 @@ local function temp(name)
   return base .. "." .. name
 end
 
-local function write_bytes(path, bytes)
-  local f = assert(io.open(path, "wb"))
-  f:write(bytes)
-  f:close()
-end
+local read_bytes, write_bytes = h.read_bytes, h.write_bytes
 
 -- An IDX file: magic (0, 0, type, rank), big-endian uint32 dims, elements.
 local function idx_bytes(type_code, dims, element_format, values)
@@ -79,9 +75,7 @@ h.test("read_idx: damaged files are clear errors", function()
     for i = 1, 4000 do v[i] = (i * 7919) % 256 end
     return v
   end)()))
-  local f = assert(io.open(temp("big.idx.gz"), "rb"))
-  local gz = f:read("a")
-  f:close()
+  local gz = read_bytes(temp("big.idx.gz"))
   write_bytes(temp("cut.idx.gz"), gz:sub(1, #gz // 2))
   h.err(function() data.read_idx(temp("cut.idx.gz")) end, "cut.idx.gz", "corrupted or truncated")
   local middle = #gz // 2
@@ -111,13 +105,6 @@ h.test("read_idx: a large u8 file loads quickly", function()
   h.check(t[rows][28]:narrow(1, 25, 4), "f32", {7, 200, 0, 31})
   assert(seconds < 1.0, string.format("7.8 MB took %.2f s", seconds))
 end)
-
-local function read_bytes(path)
-  local f = assert(io.open(path, "rb"))
-  local bytes = f:read("a")
-  f:close()
-  return bytes
-end
 
 -- The gzip file of `bytes`, as zlib writes it (write_gzip).
 local function gzip_of(bytes)

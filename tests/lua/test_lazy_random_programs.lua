@@ -33,7 +33,7 @@ local MIN_STEPS, MAX_STEPS = 8, 28
 local LAZY = lh.LAZY
 
 math.randomseed(SEED)
-local rp = dofile("random_programs.lua")(h)
+local rp = dofile("random_programs.lua")(h, lh)
 local R, pick, is_float, lit = rp.R, rp.pick, rp.is_float, rp.lit
 local var, operand_text, OPERATORS, value_of = rp.var, rp.operand_text, rp.OPERATORS, rp.value_of
 local apply_chain, RUN, run_step, Gen = rp.apply_chain, rp.RUN, rp.run_step, rp.Gen
@@ -41,11 +41,12 @@ local F32_LIMIT, F64_LIMIT, flat, stats = rp.F32_LIMIT, rp.F64_LIMIT, rp.flat, r
 local representable, DTYPES, random_value, random_table = rp.representable, rp.DTYPES, rp.random_value, rp.random_table
 local random_shape, shape_text, broadcast_partner, NUMBERS_FLOAT = rp.random_shape, rp.shape_text, rp.broadcast_partner, rp.NUMBERS_FLOAT
 local NUMBERS_INT, finite_bounded = rp.NUMBERS_INT, rp.finite_bounded
+local chain_text = rp.chain_text
 -- ---------------------------------------------------------------------------
 -- The op menu: each entry generates (and tries) one step, or returns false.
 
-local MENU = {}
-local function menu(weight, name, f) MENU[#MENU + 1] = {weight = weight, name = name, f = f} end
+local MENU = rp.new_menu()
+local menu, pick_menu = MENU.add, MENU.pick
 
 local CONTINUOUS_UNARY = {
   -- name, precondition on float input stats, exact-preserving (granularity rule)
@@ -390,19 +391,8 @@ local function random_view(t)
   local size = t:size()
   local choices = {}
   if rank >= 1 then
-    choices[#choices + 1] = function()
-      local d = R(rank)
-      local len = R(1, size[d])
-      local start = R(1, size[d] - len + 1)
-      if R(4) == 1 then start = start - size[d] - 1 end   -- negative start
-      return {fn = "narrow", args = {d, start, len}}
-    end
-    choices[#choices + 1] = function()
-      local d = R(rank)
-      local i = R(size[d])
-      if R(4) == 1 then i = i - size[d] - 1 end
-      return {fn = "select", args = {d, i}}
-    end
+    choices[#choices + 1] = function() return rp.random_narrow(size, 1) end
+    choices[#choices + 1] = function() return rp.random_select(size) end
     choices[#choices + 1] = function()
       local i = R(size[1])
       return {fn = "index", args = {R(3) == 1 and -i or i}}
@@ -426,22 +416,7 @@ local function random_view(t)
       return {fn = pick({"reshape", "reshape", "view"}), args = shape}
     end
   end
-  if rank >= 2 then
-    choices[#choices + 1] = function()
-      local d1, d2 = R(rank), R(rank)
-      return {fn = "transpose", args = {d1, d2}}
-    end
-    choices[#choices + 1] = function()
-      local order = {}
-      for d = 1, rank do order[d] = d end
-      for d = rank, 2, -1 do
-        local j = R(d)
-        order[d], order[j] = order[j], order[d]
-      end
-      return {fn = "permute", args = order}
-    end
-  end
-  if rank == 2 then choices[#choices + 1] = function() return {fn = "t", args = {}} end end
+  rp.add_reorder_views(choices, rank)
   local ones = {}
   for d = 1, rank do if size[d] == 1 then ones[#ones + 1] = d end end
   if #ones > 0 then
@@ -458,34 +433,9 @@ local function random_view(t)
   return pick(choices)()
 end
 
-local function chain_text(chain)
-  local parts = {}
-  for _, v in ipairs(chain) do
-    if v.fn == "index" then
-      parts[#parts + 1] = "[" .. lit(v.args[1]) .. "]"
-    else
-      local args = {}
-      for i, x in ipairs(v.args) do args[i] = lit(x) end
-      parts[#parts + 1] = ":" .. v.fn .. "(" .. table.concat(args, ", ") .. ")"
-    end
-  end
-  return table.concat(parts)
-end
-
--- A chain of 1-3 random views from t (evaluated in eager mode to stay valid).
+-- A chain of 1-3 random views from t.
 local function random_chain(t, max_len)
-  local chain = {}
-  local cur = t
-  for _ = 1, R(max_len or 2) do
-    local v = random_view(cur)
-    if not v then break end
-    local ok, nxt = pcall(apply_chain, cur, {v})
-    if ok then
-      chain[#chain + 1] = v
-      cur = nxt
-    end
-  end
-  return chain, cur
+  return rp.random_chain(t, max_len, random_view)
 end
 
 menu(12, "view", function(g)
@@ -715,18 +665,6 @@ end)
 menu(1, "collectgarbage", function(g)
   return g:try({op = "gc", text = "collectgarbage()"})
 end)
-
-local TOTAL_WEIGHT = 0
-for _, m in ipairs(MENU) do TOTAL_WEIGHT = TOTAL_WEIGHT + m.weight end
-
-local function pick_menu()
-  local r = R() * TOTAL_WEIGHT
-  for _, m in ipairs(MENU) do
-    r = r - m.weight
-    if r <= 0 then return m end
-  end
-  return MENU[#MENU]
-end
 
 -- Generates one program (in eager mode). Returns the program: steps, and
 -- for each slot live at the end whether its value is exact.

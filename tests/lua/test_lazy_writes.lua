@@ -5,19 +5,9 @@
 -- case runs the same Lua function with tensor.set_eager(true) and in lazy
 -- mode and compares everything it returns and observes (lazy_helpers.lua).
 --
--- Tolerances (float results only; integer and bool results, dtypes and
--- shapes are always compared exactly), stated in lazy_helpers.lua:
---   EXACT            views, copies, joins, gather, casts, comparisons,
---                    max/min/argmax, floor/ceil/round/trunc, neg/abs/relu,
---                    where, clamp, fill, integer arithmetic
---   EW     1e-6 rel  one f32 elementwise op (+ - * / % // pow atan2)
---   CHAIN(k) k*1e-6  a chain of k elementwise ops
---   TRANS  4e-6 rel  f32 transcendentals (exp log sqrt tanh sigmoid gelu ...)
---   REDUCE(n) n*1e-7 sums, means, products, cumsum, dot products and matmul
---                    over n terms (reassociation)
---   SOFTMAX(n)       n*1e-7 + 4e-6
---   F64    1e-14     f64 elementwise
--- When the process runs under LAZYLUA_EAGER=1 both halves are eager.
+-- Tolerances: those of test_lazy_differential.lua (stated in
+-- lazy_helpers.lua). When the process runs under LAZYLUA_EAGER=1 both
+-- halves are eager.
 local h = dofile("helpers.lua")
 local lh = dofile("lazy_helpers.lua")
 

@@ -33,43 +33,14 @@ h.test("Linear is x W^T + b", function()
   assert(#layer:parameters() == 2 and nn.Linear(3, 2, {bias = false}).bias == nil)
 end)
 
--- Direct convolution: out[n][o][i][j] = b[o] + sum w[o][c][p][q] x[n][c][i*s+p-pad][j*s+q-pad].
-local function conv_loop(X, W, B, stride, pad)
-  local N, C, H, Wd = #X, #X[1], #X[1][1], #X[1][1][1]
-  local O, K = #W, #W[1][1]
-  local OH, OW = (H + 2 * pad - K) // stride + 1, (Wd + 2 * pad - K) // stride + 1
-  local out = {}
-  for n = 1, N do
-    out[n] = {}
-    for o = 1, O do
-      out[n][o] = {}
-      for i = 1, OH do
-        out[n][o][i] = {}
-        for j = 1, OW do
-          local s = B and B[o] or 0
-          for c = 1, C do
-            for p = 1, K do
-              for q = 1, K do
-                local y, x = (i - 1) * stride + p - pad, (j - 1) * stride + q - pad
-                if y >= 1 and y <= H and x >= 1 and x <= Wd then s = s + W[o][c][p][q] * X[n][c][y][x] end
-              end
-            end
-          end
-          out[n][o][i][j] = s
-        end
-      end
-    end
-  end
-  return out
-end
-
 for _, case in ipairs({{stride = 1, padding = 0}, {stride = 1, padding = 1}, {stride = 2, padding = 1},
                        {stride = 2, padding = 0}}) do
   h.test(string.format("Conv2d stride %d padding %d against a direct loop", case.stride, case.padding), function()
     tensor.manual_seed(2)
     local conv = nn.Conv2d(2, 3, 3, case)
     local x = tensor.randn(2, 2, 7, 6)
-    local want = conv_loop(x:tolist(), conv.weight:tolist(), conv.bias:tolist(), case.stride, case.padding)
+    local want = h.conv2d_loop(x:tolist(), conv.weight:tolist(), conv.bias:tolist(), case.stride,
+                               case.stride, case.padding, case.padding)
     h.near(conv(x), want, {rel = 1e-5, abs = 1e-5})
   end)
 end
