@@ -46,19 +46,8 @@ using Storage = typename StorageOf<T>::type;
 // Calls f(T{}) with the storage type of dtype t (uint8_t for bool).
 template <typename F>
 decltype(auto) visit_storage(DType t, F&& f) {
-  switch (t) {
-    case DType::boolean:
-      return f(uint8_t{});
-    case DType::i32:
-      return f(int32_t{});
-    case DType::i64:
-      return f(int64_t{});
-    case DType::f32:
-      return f(float{});
-    case DType::f64:
-      break;
-  }
-  return f(double{});
+  return visit_dtype(t,
+                     [&](auto value) -> decltype(auto) { return f(Storage<decltype(value)>{}); });
 }
 
 template <int N>
