@@ -43,7 +43,7 @@ std::string attr_string(const Node& node) {
     case Op::permute: {
       std::string text = "order=[";
       const int rank = node.inputs.empty() ? 0 : node.inputs[0]->shape.rank();
-      for (int i = 0; i < rank; i++) text += (i ? "," : "") + std::to_string(a[i]);
+      for (int i = 0; i < rank; i++) text += fmt::format("{}{}", i ? "," : "", a[i]);
       return text + "]";
     }
     case Op::conv2d:
@@ -84,7 +84,7 @@ std::string graph_text(const Graph& graph) {
       line += "(";
       for (int k = graph.input_offsets[i]; k < graph.input_offsets[i + 1]; k++) {
         if (k > graph.input_offsets[i]) line += ", ";
-        line += "%" + std::to_string(graph.input_positions[k]);
+        line += fmt::format("%{}", graph.input_positions[k]);
       }
       const std::string attrs = attr_string(node);
       if (!attrs.empty()) line += ", " + attrs;
