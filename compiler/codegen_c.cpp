@@ -294,10 +294,12 @@ LZK_INLINE int64_t lzk_high_bound_i64(double v) { return lzk_saturate_i64(floor(
 LZK_IPOW(lzk_pow_i32, int32_t, uint32_t)
 LZK_IPOW(lzk_pow_i64, int64_t, uint64_t)
 
-/* Folds of n contiguous values for float reductions, in 4 x 32-byte
- * vectors of independent lanes (float + is not associative, so the
- * compiler would not vectorize a plain loop), then the lanes in a fixed
- * order. Max and min let NaN win, like the eager kernels. */
+/* The float order of tensor/kernels/reduce_order.h (every tier follows it,
+ * so results have the same bits). A block of n values folds in 4 x 32-byte
+ * vectors of lanes: value i into lane i % (4 * LANES), each lane from the
+ * identity; a short tail is padded with the identity (exact); then
+ * (v0 + v1) + (v2 + v3) and its lanes left to right. Max and min let NaN
+ * win, like the eager kernels. */
 typedef float lzk_f32x8 __attribute__((vector_size(32)));
 typedef double lzk_f64x4 __attribute__((vector_size(32)));
 typedef int32_t lzk_i32x8 __attribute__((vector_size(32)));
@@ -316,14 +318,13 @@ typedef int64_t lzk_i64x4 __attribute__((vector_size(32)));
 
 #define LZK_FOLD(name, T, V, I, LANES, IDENTITY, VMERGE, MERGE)              \
   LZK_INLINE T name(const T* p, int64_t n) {                                 \
-    V a0, a1, a2, a3;                                                        \
+    V a0, a1, a2, a3, x0, x1, x2, x3;                                        \
     for (int l = 0; l < LANES; ++l) a0[l] = (IDENTITY);                      \
     a1 = a0;                                                                 \
     a2 = a0;                                                                 \
     a3 = a0;                                                                 \
     int64_t i = 0;                                                           \
     for (; i + 4 * LANES <= n; i += 4 * LANES) {                             \
-      V x0, x1, x2, x3;                                                      \
       memcpy(&x0, p + i, sizeof x0);                                         \
       memcpy(&x1, p + i + LANES, sizeof x1);                                 \
       memcpy(&x2, p + i + 2 * LANES, sizeof x2);                             \
@@ -333,11 +334,38 @@ typedef int64_t lzk_i64x4 __attribute__((vector_size(32)));
       a2 = VMERGE(V, I, a2, x2);                                             \
       a3 = VMERGE(V, I, a3, x3);                                             \
     }                                                                        \
+    if (i < n) {                                                             \
+      T t[4 * LANES];                                                        \
+      for (int l = 0; l < 4 * LANES; ++l) t[l] = i + l < n ? p[i + l] : (IDENTITY); \
+      memcpy(&x0, t, sizeof x0);                                             \
+      memcpy(&x1, t + LANES, sizeof x1);                                     \
+      memcpy(&x2, t + 2 * LANES, sizeof x2);                                 \
+      memcpy(&x3, t + 3 * LANES, sizeof x3);                                 \
+      a0 = VMERGE(V, I, a0, x0);                                             \
+      a1 = VMERGE(V, I, a1, x1);                                             \
+      a2 = VMERGE(V, I, a2, x2);                                             \
+      a3 = VMERGE(V, I, a3, x3);                                             \
+    }                                                                        \
     a0 = VMERGE(V, I, VMERGE(V, I, a0, a1), VMERGE(V, I, a2, a3));           \
     T r = a0[0];                                                             \
     for (int l = 1; l < LANES; ++l) r = MERGE(r, a0[l]);                     \
-    for (; i < n; ++i) r = MERGE(r, p[i]);                                   \
     return r;                                                                \
+  }                                                                          \
+  /* Block results merge as a binary counter: block `index` merges with    \
+   * the subtrees its trailing one bits name; what is left merges from    \
+   * the top of the stack down. */                                          \
+  LZK_INLINE void name##_push(T* level, int* depth, int64_t index, T part) { \
+    for (int64_t c = index; c & 1; c >>= 1) {                                \
+      --*depth;                                                              \
+      part = MERGE(level[*depth], part);                                     \
+    }                                                                        \
+    level[(*depth)++] = part;                                                \
+  }                                                                          \
+  LZK_INLINE T name##_total(const T* level, int depth) {                     \
+    if (depth == 0) return (IDENTITY);                                       \
+    T t = level[depth - 1];                                                  \
+    for (int d = depth - 2; d >= 0; --d) t = MERGE(level[d], t);             \
+    return t;                                                                \
   }
 LZK_FOLD(lzk_sum_f32, float, lzk_f32x8, lzk_i32x8, 8, 0.0f, LZK_VADD, LZK_ADD)
 LZK_FOLD(lzk_sum_f64, double, lzk_f64x4, lzk_i64x4, 4, 0.0, LZK_VADD, LZK_ADD)

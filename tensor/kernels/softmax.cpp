@@ -6,8 +6,8 @@
 // several times, so one copy is cheap next to strided passes).
 //  - inner == 1 (the last dim, the common case): each row is short enough
 //    to stay in L1, so softmax makes a max pass over the input row, then an
-//    exp pass that writes the output row and sums it, then a scale pass over
-//    the output row while it is still in cache.
+//    exp pass that writes the output row, a sum pass over it, then a scale
+//    pass over the output row while it is still in cache.
 //  - inner > 1: the same passes run over blocks of columns, vectorized
 //    along the contiguous inner dim.
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "fast_math.h"
 #include "loops.h"
 #include "reduce.h"
+#include "reduce_order.h"
 #include "simd.h"
 
 namespace lazylua {
@@ -32,58 +33,16 @@ constexpr int64_t kGrain = 16384;
 // input and output blocks together).
 constexpr int64_t kColumnBlockElements = 32768;
 
-template <typename T>
-T row_max(const T* x, int64_t n) {
-  using V = simd::Vec<T>;
-  constexpr int kWidth = simd::kLanes<T>;
-  V acc0 = simd::broadcast<T>(-std::numeric_limits<T>::infinity()), acc1 = acc0;
-  int64_t i = 0;
-  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
-    acc0 = simd::max_nan(acc0, simd::load(x + i));
-    acc1 = simd::max_nan(acc1, simd::load(x + i + kWidth));
-  }
-  acc0 = simd::max_nan(acc0, acc1);
-  T result = simd::fold_lanes<T>(acc0, [](T a, T b) { return simd::max_nan(a, b); });
-  for (; i < n; ++i) result = simd::max_nan(result, x[i]);
-  return result;
-}
-
-// y[i] = e^(x[i] - shift); returns the sum of the y[i].
-inline float exp_and_sum(const float* x, float* y, int64_t n, float shift) {
-  using V = simd::Vec<float>;
+// y[i] = e^(x[i] - shift).
+inline void exp_row(const float* x, float* y, int64_t n, float shift) {
   constexpr int kWidth = simd::kLanes<float>;
-  V sum0 = V{}, sum1 = V{};
   int64_t i = 0;
-  for (; i + 2 * kWidth <= n; i += 2 * kWidth) {
-    V e0 = fast_exp(simd::load(x + i) - shift);
-    V e1 = fast_exp(simd::load(x + i + kWidth) - shift);
-    simd::store(y + i, e0);
-    simd::store(y + i + kWidth, e1);
-    sum0 += e0;
-    sum1 += e1;
-  }
-  float sum = simd::fold_lanes<float>(sum0 + sum1, [](float a, float b) { return a + b; });
-  for (; i < n; ++i) {
-    y[i] = fast_exp(x[i] - shift);
-    sum += y[i];
-  }
-  return sum;
+  for (; i + kWidth <= n; i += kWidth) simd::store(y + i, fast_exp(simd::load(x + i) - shift));
+  for (; i < n; ++i) y[i] = fast_exp(x[i] - shift);
 }
 
-inline double exp_and_sum(const double* x, double* y, int64_t n, double shift) {
-  double sum[4] = {0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int lane = 0; lane < 4; ++lane) {
-      y[i + lane] = std::exp(x[i + lane] - shift);
-      sum[lane] += y[i + lane];
-    }
-  }
-  for (; i < n; ++i) {
-    y[i] = std::exp(x[i] - shift);
-    sum[0] += y[i];
-  }
-  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
+inline void exp_row(const double* x, double* y, int64_t n, double shift) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
 
 inline float scalar_exp(float x) {
@@ -93,10 +52,16 @@ inline double scalar_exp(double x) {
   return std::exp(x);
 }
 
+// The max and the sum follow the float order (reduce_order.h), as the
+// generated softmax does: the max folds the whole row as one block (for a
+// max only NaN payloads and the sign of zero could tell), the sum is an
+// ordinary line sum of the exponentials.
 template <typename T>
 void softmax_row(const T* x, T* y, int64_t n, bool log) {
-  const T shift = row_max(x, n);
-  const T sum = exp_and_sum(x, y, n, shift);
+  const T shift = order::fold_block<T>(x, n, -std::numeric_limits<T>::infinity(),
+                                       [](auto a, auto b) { return simd::max_nan(a, b); });
+  exp_row(x, y, n, shift);
+  const T sum = order::fold_line<T>(y, n, 1, T(0), [](auto a, auto b) { return a + b; });
   if (log) {
     // (x - shift) is exact for x near shift; folding shift into one offset
     // first would round it at shift's magnitude.
