@@ -278,9 +278,10 @@ void KernelWriter::reduce(int instruction) {
             "for (int64_t s0 = x0; s0 < x1; s0 += {0}) {{\n"
             "const int64_t sn = x1 - s0 < {0} ? x1 - s0 : {0};\n",
             kFoldBlock);
-        row += push("blocks++", fmt::format("{}(&{}[{}], sn)", fold.fold_function(),
-                                             pointer_of(value_node.base, false),
-                                             index_of(value_node.offset, fmt::format("b{}", value))));
+        row +=
+            push("blocks++", fmt::format("{}(&{}[{}], sn)", fold.fold_function(),
+                                         pointer_of(value_node.base, false),
+                                         index_of(value_node.offset, fmt::format("b{}", value))));
         row += "}\n";
       } else {
         // Gathered into tmp across the runs of the walk.
@@ -407,8 +408,8 @@ void KernelWriter::reduce(int instruction) {
     row += fmt::format("if ({} + e < used) ", width) +
            rows("le", fmt::format("(lanes + ({} + e) * {})", width, block));
     row += fmt::format("if ({} + e < used) {{\n", 2 * width);
-    row += fmt::format("{0}* restrict r = lanes + ({1} + e) * {2};\n", element_type, 2 * width,
-                       block);
+    row +=
+        fmt::format("{0}* restrict r = lanes + ({1} + e) * {2};\n", element_type, 2 * width, block);
     row += fmt::format("if ({} + e < used) ", 3 * width) +
            rows("r", fmt::format("(lanes + ({} + e) * {})", 3 * width, block));
     row += rows("le", "r") + "}\n";
@@ -424,8 +425,9 @@ void KernelWriter::reduce(int instruction) {
         "for (int64_t j = 0; j < x1 - x0; ++j) level[depth * {0} + j] = part[j];\n"
         "++depth;\n}}\n",
         block);
-    row += fmt::format("for (int d = depth - 2; d >= 0; --d) {{\n{0}* restrict lv = level + d * {1};\n",
-                       element_type, block);
+    row += fmt::format(
+        "for (int d = depth - 2; d >= 0; --d) {{\n{0}* restrict lv = level + d * {1};\n",
+        element_type, block);
     row += rows("lv", fmt::format("(level + (d + 1) * {})", block)) + "}\n";
     row += fmt::format("for (int64_t x = x0; x < x1; ++x) {}[{}] = {};\n", out, out_index,
                        fold.finish("level[x - x0]"));

@@ -60,7 +60,8 @@ namespace {
 // (the unit of parallel work; a power-of-two number of order::kBlock, so a
 // chunk is a complete subtree of the float order).
 constexpr int64_t kChunk = 32768;
-static_assert(kChunk % order::kBlock == 0 && ((kChunk / order::kBlock) & (kChunk / order::kBlock - 1)) == 0);
+static_assert(kChunk % order::kBlock == 0 &&
+              ((kChunk / order::kBlock) & (kChunk / order::kBlock - 1)) == 0);
 // Column reductions fold rows this many elements wide at a time, so the
 // accumulators (and the pairwise scratch rows) stay in L2. Wide blocks
 // matter: reading whole input rows one after the other is a sequential
@@ -508,8 +509,8 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& 
     rows_per_block = std::max<int64_t>(kColumnLeaf, kColumnRowBlock / block_width);
     // Float row blocks must be complete subtrees of the float order.
     if (R::kOrdered) {
-      rows_per_block = static_cast<int64_t>(std::bit_ceil(
-          static_cast<uint64_t>(std::max(order::kBlock, rows_per_block))));
+      rows_per_block = static_cast<int64_t>(
+          std::bit_ceil(static_cast<uint64_t>(std::max(order::kBlock, rows_per_block))));
     }
   }
   const int64_t row_blocks = (size + rows_per_block - 1) / rows_per_block;
@@ -518,8 +519,7 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& 
   parallel_for(tasks * row_blocks, std::max<int64_t>(1, kChunk / (rows_per_block * block_width)),
                [&](int64_t begin, int64_t end) {
                  auto acc = make_buffer<Acc>(block_width);
-                 auto scratch =
-                     make_buffer<Acc>(block_width * scratch_rows<R, T>(rows_per_block));
+                 auto scratch = make_buffer<Acc>(block_width * scratch_rows<R, T>(rows_per_block));
                  for (int64_t item = begin; item < end; ++item) {
                    const int64_t task = item / row_blocks, row_block = item % row_blocks;
                    const int64_t outer = task / column_blocks, column_block = task % column_blocks;
