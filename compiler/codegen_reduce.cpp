@@ -1,13 +1,16 @@
 // codegen_reduce.cpp - reduction and softmax kernels, with their producers
 // fused into the reads.
 //
-// Float sums fold blocks of kFoldBlock values in 32 vector lanes
-// (ll_sum_f32, kernel_math.h) and add the block sums in double: error ~ 32 ulp-sized
-// steps per block instead of n, well inside eager's pairwise bound. Column
-// sums of f32 accumulate in double directly. Everything else (integer sums
-// wrap in uint64_t, max/min let NaN win, any/all count truth) matches the
-// eager reduce kernel exactly.
+// Float reductions (and softmax's max and sum) follow the one float order
+// of tensor/kernels/reduce_order.h, as the eager kernels do, so every tier
+// gives the same bits: blocks of kFoldBlock values folded in vector lanes
+// (ll_sum_f32 ...), block results merged as a binary counter
+// (ll_sum_f32_push / _total), in the logical order of the values whatever
+// the layout. Column reductions emulate the lanes with rows of
+// accumulators. Everything else (integer sums wrap in uint64_t, max/min let
+// NaN win, any/all count truth) matches the eager reduce kernel exactly.
 #include <algorithm>
+#include <bit>
 
 #include "compiler/codegen_c.h"
 #include "compiler/codegen_writer.h"
@@ -69,10 +72,22 @@ class Reduction {
     return fmt::format("ll_{}_{}", name, dtype_name(element()));
   }
 
-  const char* accumulator_type() const {
+  // Float sums and products: the order of the steps changes the bits.
+  bool ordered() const { return kind_ == Kind::float_sum || kind_ == Kind::float_product; }
+  // C expression: a merged with b (a on the left, as the order says).
+  std::string combine(const std::string& a, const std::string& b) const {
     switch (kind_) {
       case Kind::float_sum:
-        return "double";
+        return fmt::format("(({}) + ({}))", a, b);
+      case Kind::float_product:
+        return fmt::format("(({}) * ({}))", a, b);
+      default:
+        return fmt::format("{}({}, {})", op_ == ReduceOp::max ? "LL_MAX" : "LL_MIN", a, b);
+    }
+  }
+
+  const char* accumulator_type() const {
+    switch (kind_) {
       case Kind::integer_sum:
       case Kind::integer_product:
         return "uint64_t";
@@ -85,8 +100,6 @@ class Reduction {
   }
   DType partial_dtype() const {
     switch (kind_) {
-      case Kind::float_sum:
-        return DType::f64;
       case Kind::integer_sum:
       case Kind::integer_product:
         return DType::i64;
@@ -121,7 +134,7 @@ class Reduction {
   std::string merge(const std::string& acc, const std::string& v) const {
     switch (kind_) {
       case Kind::float_sum:
-        return fmt::format("{} += (double)({});\n", acc, v);
+        return fmt::format("{} += {};\n", acc, v);
       case Kind::integer_sum:
         return fmt::format("{} += (uint64_t)(int64_t)({});\n", acc, v);
       case Kind::float_product:
@@ -144,8 +157,6 @@ class Reduction {
   // `acc` updated with another accumulator (a fold of a block, a partial).
   std::string merge_partial(const std::string& acc, const std::string& partial) const {
     switch (kind_) {
-      case Kind::float_sum:
-        return fmt::format("{} += (double)({});\n", acc, partial);
       case Kind::integer_sum:
         return fmt::format("{} += (uint64_t)({});\n", acc, partial);
       case Kind::integer_product:
@@ -178,8 +189,14 @@ class Reduction {
   Kind kind_ = Kind::any;
 };
 
-// Lines shorter than this are folded value by value.
-constexpr int64_t kShortLine = 64;
+// The most outputs a float column sum or product folds at once: it keeps
+// order lanes (32 f32, 16 f64) and counter levels of rows of them on the
+// stack (64 KiB of lanes).
+constexpr int64_t kOrderedColumnBlock = 512;
+// Lanes of the float order (reduce_order.h's kLanes): 4 vectors of 32 bytes.
+int order_lanes(DType dtype) {
+  return 4 * 32 / dtype_size(dtype);
+}
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -231,6 +248,12 @@ void KernelWriter::reduce(int instruction) {
   }
   std::string declarations;
   if (fold.folds_blocks()) declarations = fmt::format("{} tmp[{}];\n", element_type, kFoldBlock);
+  // Float folds: a block's result pushed onto the counter of the order.
+  auto push = [&](const std::string& index, const std::string& part) {
+    return fmt::format("{}_push(level, &depth, {}, {});\n", fold.fold_function(), index, part);
+  };
+  const std::string counter = fmt::format("{} level[64];\nint depth = 0;\n", element_type);
+  const std::string counted = fmt::format("{}_total(level, depth)", fold.fold_function());
 
   if (full) {
     collapse({value}, {}, reduced, false);
@@ -240,26 +263,46 @@ void KernelWriter::reduce(int instruction) {
     }
     const int last = static_cast<int>(dims_.size()) - 1;
     const int64_t partials = std::max<int64_t>(1, ceil_div(total, kReduceChunk));
-    std::string bases, row;
+    std::string bases, row, before, after;
     if (fold.folds_blocks()) {
-      const bool direct = direct_along(last);
-      loop_variable_[last] = direct ? "s0" : "(s0 + s)";
-      const std::string body = emit_values({value}, &bases);
-      row = fmt::format(
-          "for (int64_t s0 = x0; s0 < x1; s0 += {0}) {{\n"
-          "const int64_t sn = x1 - s0 < {0} ? x1 - s0 : {0};\n",
-          kFoldBlock);
+      // Blocks of kFoldBlock positions in row-major order; a chunk is a
+      // power-of-two number of them (a complete subtree of the order).
+      static_assert(kReduceChunk % kFoldBlock == 0 &&
+                    ((kReduceChunk / kFoldBlock) & (kReduceChunk / kFoldBlock - 1)) == 0);
+      const bool direct = last == 0 && direct_along(last);
+      before = counter + "int64_t blocks = 0;\n";
       if (direct) {
-        row += fold.merge_partial(
-            "acc",
-            fmt::format("{}(&{}[{}], sn)", fold.fold_function(), pointer_of(value_node.base, false),
-                        index_of(value_node.offset, fmt::format("b{}", value))));
+        loop_variable_[last] = "s0";
+        const std::string body = emit_values({value}, &bases);
+        row = fmt::format(
+            "for (int64_t s0 = x0; s0 < x1; s0 += {0}) {{\n"
+            "const int64_t sn = x1 - s0 < {0} ? x1 - s0 : {0};\n",
+            kFoldBlock);
+        row +=
+            push("blocks++", fmt::format("{}(&{}[{}], sn)", fold.fold_function(),
+                                         pointer_of(value_node.base, false),
+                                         index_of(value_node.offset, fmt::format("b{}", value))));
+        row += "}\n";
       } else {
-        row += "for (int64_t s = 0; s < sn; ++s) {\n" + body + "tmp[s] = " + element + ";\n}\n";
-        row += fold.merge_partial("acc", fold.fold_function() + "(tmp, sn)");
+        // Gathered into tmp across the runs of the walk.
+        loop_variable_[last] = "(x + s)";
+        const std::string body = emit_values({value}, &bases);
+        before += "int64_t filled = 0;\n";
+        row = fmt::format(
+            "for (int64_t x = x0; x < x1;) {{\n"
+            "const int64_t m = x1 - x < {0} - filled ? x1 - x : {0} - filled;\n"
+            "for (int64_t s = 0; s < m; ++s) {{\n{1}tmp[filled + s] = {2};\n}}\n"
+            "filled += m;\nx += m;\n"
+            "if (filled == {0}) {{\n",
+            kFoldBlock, body, element);
+        row += push("blocks++", fmt::format("{}(tmp, {})", fold.fold_function(), kFoldBlock));
+        row += "filled = 0;\n}\n}\n";
+        after = "if (filled > 0) " +
+                push("blocks++", fmt::format("{}(tmp, filled)", fold.fold_function()));
       }
-      row += "}\n";
+      after += fmt::format("const {} acc = {};\n", acc_type, counted);
     } else {
+      before = fmt::format("{} acc = {};\n", acc_type, fold.identity());
       loop_variable_[last] = "x";
       const std::string body = emit_values({value}, &bases);
       row = "for (int64_t x = x0; x < x1; ++x) {\n" + body + fold.merge("acc", element) + "}\n";
@@ -274,13 +317,13 @@ void KernelWriter::reduce(int instruction) {
     const std::string target =
         partials > 1 ? pointer(partial_slot, true) : pointer_of(instruction, true);
     std::string code = declarations;
-    code += "for (int64_t it = begin; it < end; ++it) {\n";
-    code += fmt::format("{} acc = {};\n", acc_type, fold.identity());
+    code += "for (int64_t it = begin; it < end; ++it) {\n" + before;
     if (total > 0) {
       code += walk(0, last, fmt::format("it * {}", kReduceChunk),
                    fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", kReduceChunk, total),
                    bases, row);
     }
+    code += after;
     if (partials == 1) {
       code += fmt::format("{}[0] = {};\n}}\n", target, fold.finish("acc"));
       finish(code, 1, 1, instruction);
@@ -291,10 +334,17 @@ void KernelWriter::reduce(int instruction) {
     start(Shape{});
     const std::string partial_in = pointer(partial_slot, false);
     const std::string final_out = pointer_of(instruction, true);
-    std::string final_code = fmt::format("{} acc = {};\n", acc_type, fold.identity());
-    final_code += fmt::format("for (int64_t i = 0; i < {}; ++i) {{\n", partials);
-    final_code += fold.merge_partial("acc", fmt::format("{}[i]", partial_in));
-    final_code += "}\n";
+    std::string final_code;
+    if (fold.folds_blocks()) {
+      final_code = counter + fmt::format("for (int64_t i = 0; i < {}; ++i) {{\n", partials);
+      final_code += push("i", fmt::format("{}[i]", partial_in)) + "}\n";
+      final_code += fmt::format("const {} acc = {};\n", acc_type, counted);
+    } else {
+      final_code = fmt::format("{} acc = {};\n", acc_type, fold.identity());
+      final_code += fmt::format("for (int64_t i = 0; i < {}; ++i) {{\n", partials);
+      final_code += fold.merge_partial("acc", fmt::format("{}[i]", partial_in));
+      final_code += "}\n";
+    }
     final_code += fmt::format("{}[0] = {};\n", final_out, fold.finish("acc"));
     finish(final_code, 1, 1, instruction);
     return;
@@ -324,6 +374,74 @@ void KernelWriter::reduce(int instruction) {
   std::string bases, code = declarations;
   const std::string out = pointer_of(instruction, true);
   const std::string out_index = index_of(write, "w");
+  if (columns && fold.ordered() && n > 0) {
+    // The float order with whole rows at a time (as the eager kernel):
+    // row k of a block goes into lane row k % lanes, the lane rows merge
+    // as ll_sum_f32's vectors do (empty lanes skipped: exact), block rows
+    // merge by the counter.
+    loop_variable_[reduce_dim] = "k";
+    const int lanes = order_lanes(fold.element());
+    const int width = lanes / 4;
+    const int64_t block =
+        std::clamp<int64_t>(ceil_div(ceil_div(outputs, 4), 64) * 64, 64, kOrderedColumnBlock);
+    const int levels = std::bit_width(static_cast<uint64_t>(ceil_div(n, kFoldBlock))) + 1;
+    const std::string body = emit_values({value}, &bases);
+    bases += fmt::format("const int64_t w = {};\n", base_of(write));
+    auto rows = [&](const std::string& target, const std::string& other) {
+      return fmt::format("for (int64_t j = 0; j < x1 - x0; ++j) {0}[j] = {1};\n", target,
+                         fold.combine(target + "[j]", other + "[j]"));
+    };
+    std::string row = "int depth = 0;\n";
+    row += fmt::format(
+        "for (int64_t k0 = 0, b = 0; k0 < {0}; k0 += {1}, ++b) {{\n"
+        "const int64_t kn = {0} - k0 < {1} ? {0} - k0 : {1};\n"
+        "const int used = kn < {2} ? (int)kn : {2};\n"
+        "for (int l = 0; l < used; ++l)\n"
+        "for (int64_t j = 0; j < x1 - x0; ++j) lanes[l * {3} + j] = {4};\n"
+        "for (int64_t k = k0; k < k0 + kn; ++k) {{\n"
+        "{5}* restrict a = lanes + ((k - k0) % {2}) * {3};\n"
+        "for (int64_t x = x0; x < x1; ++x) {{\n{6}a[x - x0] = {7};\n}}\n}}\n",
+        n, kFoldBlock, lanes, block, fold.identity(), element_type, body,
+        fold.combine("a[x - x0]", element));
+    row += fmt::format("for (int e = 0; e < {} && e < used; ++e) {{\n", width);
+    row += fmt::format("{0}* restrict le = lanes + e * {1};\n", element_type, block);
+    row += fmt::format("if ({} + e < used) ", width) +
+           rows("le", fmt::format("(lanes + ({} + e) * {})", width, block));
+    row += fmt::format("if ({} + e < used) {{\n", 2 * width);
+    row +=
+        fmt::format("{0}* restrict r = lanes + ({1} + e) * {2};\n", element_type, 2 * width, block);
+    row += fmt::format("if ({} + e < used) ", 3 * width) +
+           rows("r", fmt::format("(lanes + ({} + e) * {})", 3 * width, block));
+    row += rows("le", "r") + "}\n";
+    row += "if (e > 0) " + rows("lanes", "le") + "}\n";
+    row += fmt::format("{}* part = lanes;\n", element_type);
+    row += fmt::format(
+        "for (int64_t c = b; c & 1; c >>= 1) {{\n--depth;\n"
+        "{0}* restrict lv = level + depth * {1};\n",
+        element_type, block);
+    row += rows("lv", "part") + "part = lv;\n}\n";
+    row += fmt::format(
+        "if (part != level + depth * {0})\n"
+        "for (int64_t j = 0; j < x1 - x0; ++j) level[depth * {0} + j] = part[j];\n"
+        "++depth;\n}}\n",
+        block);
+    row += fmt::format(
+        "for (int d = depth - 2; d >= 0; --d) {{\n{0}* restrict lv = level + d * {1};\n",
+        element_type, block);
+    row += rows("lv", fmt::format("(level + (d + 1) * {})", block)) + "}\n";
+    row += fmt::format("for (int64_t x = x0; x < x1; ++x) {}[{}] = {};\n", out, out_index,
+                       fold.finish("level[x - x0]"));
+    code = fmt::format("{0} lanes[{1}];\n{0} level[{2}];\n", element_type, lanes * block,
+                       levels * block);
+    code += "for (int64_t it = begin; it < end; ++it) {\n";
+    code += walk(0, last_kept, fmt::format("it * {}", block),
+                 fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, outputs), bases,
+                 row);
+    code += "}\n";
+    finish(code, ceil_div(outputs, block),
+           std::max<int64_t>(1, kGrainElements / (block * std::max<int64_t>(n, 1))), instruction);
+    return;
+  }
   if (columns) {
     loop_variable_[reduce_dim] = "k";
     const int64_t block =
@@ -349,29 +467,32 @@ void KernelWriter::reduce(int instruction) {
     return;
   }
 
-  // Lines: each output folds its reduced elements; short lines one by one
-  // (a vector fold of a few values costs more than it saves).
+  // Lines: each output folds its reduced elements; floats in blocks of the
+  // float order (short lines too: the order, not the length, sets the
+  // bits), gathered into tmp unless read straight from memory.
   const int64_t group = std::max<int64_t>(1, kChunk / std::max<int64_t>(n, 1));
-  std::string row = fmt::format("{} acc = {};\n", acc_type, fold.identity());
-  if (fold.folds_blocks() && n >= kShortLine) {
+  std::string row;
+  if (fold.folds_blocks()) {
     const bool direct = direct_along(reduce_dim);
     loop_variable_[reduce_dim] = direct ? "k0" : "(k0 + k)";
     const std::string body = emit_values({value}, &bases);
+    row += counter;
     row += fmt::format(
-        "for (int64_t k0 = 0; k0 < {0}; k0 += {1}) {{\n"
+        "for (int64_t k0 = 0, b = 0; k0 < {0}; k0 += {1}, ++b) {{\n"
         "const int64_t kn = {0} - k0 < {1} ? {0} - k0 : {1};\n",
         n, kFoldBlock);
     if (direct) {
-      row += fold.merge_partial(
-          "acc",
-          fmt::format("{}(&{}[{}], kn)", fold.fold_function(), pointer_of(value_node.base, false),
-                      index_of(value_node.offset, fmt::format("b{}", value))));
+      row += push("b", fmt::format("{}(&{}[{}], kn)", fold.fold_function(),
+                                   pointer_of(value_node.base, false),
+                                   index_of(value_node.offset, fmt::format("b{}", value))));
     } else {
       row += "for (int64_t k = 0; k < kn; ++k) {\n" + body + "tmp[k] = " + element + ";\n}\n";
-      row += fold.merge_partial("acc", fold.fold_function() + "(tmp, kn)");
+      row += push("b", fold.fold_function() + "(tmp, kn)");
     }
     row += "}\n";
+    row += fmt::format("const {} acc = {};\n", acc_type, counted);
   } else {
+    row += fmt::format("{} acc = {};\n", acc_type, fold.identity());
     loop_variable_[reduce_dim] = "k";
     const std::string body = emit_values({value}, &bases);
     row += fmt::format("for (int64_t k = 0; k < {}; ++k) {{\n", n);

@@ -428,9 +428,12 @@ LL_MATH int32_t ll_f64_to_i32(double x) { return (int32_t)llm_seld(ll_f64_fits_i
 LL_MATH int64_t ll_f64_to_i64(double x) { return (int64_t)llm_seld(ll_f64_fits_i64(x), x, 0); }
 
 /* ---- folds and softmax rows ---------------------------------------------------------------
- * Folds of n contiguous values for float reductions, in 4 x 32-byte vectors of independent
- * lanes (float + is not associative, so the compiler would not vectorize a plain loop), then
- * the lanes in a fixed order. Max and min let NaN win. */
+ * The one float order of reductions (tensor/kernels/reduce_order.h; eager and generated code
+ * follow it, so results have the same bits). A block of n values folds in 4 x 32-byte vectors
+ * of lanes: value i into lane i % (4 * LANES), each lane from the identity (float + is not
+ * associative, so the compiler would not vectorize a plain loop); a short tail is padded with
+ * the identity (exact); then (v0 + v1) + (v2 + v3) and its lanes left to right. Block results
+ * merge as a binary counter (NAME_push, NAME_total). Max and min let NaN win. */
 typedef float llm_f32x8 __attribute__((vector_size(32)));
 typedef double llm_f64x4 __attribute__((vector_size(32)));
 typedef int32_t llm_i32x8 __attribute__((vector_size(32)));
@@ -446,30 +449,55 @@ typedef int64_t llm_i64x4 __attribute__((vector_size(32)));
   ((V)((((I)(b)) & (((b) < (a)) | ((b) != (b)))) | (((I)(a)) & ~(((b) < (a)) | ((b) != (b))))))
 #define LLM_VADD(V, I, a, b) ((a) + (b))
 #define LLM_VMUL(V, I, a, b) ((a) * (b))
-#define LLM_FOLD(name, T, V, I, LANES, IDENTITY, VMERGE, MERGE)  \
-  LL_MATH T name(const T* p, int64_t n) {                        \
-    V a0, a1, a2, a3;                                            \
-    for (int l = 0; l < LANES; ++l) a0[l] = (IDENTITY);          \
-    a1 = a0;                                                     \
-    a2 = a0;                                                     \
-    a3 = a0;                                                     \
-    int64_t i = 0;                                               \
-    for (; i + 4 * LANES <= n; i += 4 * LANES) {                 \
-      V x0, x1, x2, x3;                                          \
-      memcpy(&x0, p + i, sizeof x0);                             \
-      memcpy(&x1, p + i + LANES, sizeof x1);                     \
-      memcpy(&x2, p + i + 2 * LANES, sizeof x2);                 \
-      memcpy(&x3, p + i + 3 * LANES, sizeof x3);                 \
-      a0 = VMERGE(V, I, a0, x0);                                 \
-      a1 = VMERGE(V, I, a1, x1);                                 \
-      a2 = VMERGE(V, I, a2, x2);                                 \
-      a3 = VMERGE(V, I, a3, x3);                                 \
-    }                                                            \
-    a0 = VMERGE(V, I, VMERGE(V, I, a0, a1), VMERGE(V, I, a2, a3)); \
-    T r = a0[0];                                                 \
-    for (int l = 1; l < LANES; ++l) r = MERGE(r, a0[l]);         \
-    for (; i < n; ++i) r = MERGE(r, p[i]);                       \
-    return r;                                                    \
+#define LLM_FOLD(name, T, V, I, LANES, IDENTITY, VMERGE, MERGE)                     \
+  LL_MATH T name(const T* p, int64_t n) {                                           \
+    V a0, a1, a2, a3, x0, x1, x2, x3;                                               \
+    for (int l = 0; l < LANES; ++l) a0[l] = (IDENTITY);                             \
+    a1 = a0;                                                                        \
+    a2 = a0;                                                                        \
+    a3 = a0;                                                                        \
+    int64_t i = 0;                                                                  \
+    for (; i + 4 * LANES <= n; i += 4 * LANES) {                                    \
+      memcpy(&x0, p + i, sizeof x0);                                                \
+      memcpy(&x1, p + i + LANES, sizeof x1);                                        \
+      memcpy(&x2, p + i + 2 * LANES, sizeof x2);                                    \
+      memcpy(&x3, p + i + 3 * LANES, sizeof x3);                                    \
+      a0 = VMERGE(V, I, a0, x0);                                                    \
+      a1 = VMERGE(V, I, a1, x1);                                                    \
+      a2 = VMERGE(V, I, a2, x2);                                                    \
+      a3 = VMERGE(V, I, a3, x3);                                                    \
+    }                                                                               \
+    if (i < n) {                                                                    \
+      T t[4 * LANES];                                                               \
+      for (int l = 0; l < 4 * LANES; ++l) t[l] = i + l < n ? p[i + l] : (IDENTITY); \
+      memcpy(&x0, t, sizeof x0);                                                    \
+      memcpy(&x1, t + LANES, sizeof x1);                                            \
+      memcpy(&x2, t + 2 * LANES, sizeof x2);                                        \
+      memcpy(&x3, t + 3 * LANES, sizeof x3);                                        \
+      a0 = VMERGE(V, I, a0, x0);                                                    \
+      a1 = VMERGE(V, I, a1, x1);                                                    \
+      a2 = VMERGE(V, I, a2, x2);                                                    \
+      a3 = VMERGE(V, I, a3, x3);                                                    \
+    }                                                                               \
+    a0 = VMERGE(V, I, VMERGE(V, I, a0, a1), VMERGE(V, I, a2, a3));                  \
+    T r = a0[0];                                                                    \
+    for (int l = 1; l < LANES; ++l) r = MERGE(r, a0[l]);                            \
+    return r;                                                                       \
+  }                                                                                 \
+  /* Block `index` merges with the subtrees its trailing one bits name; what is   \
+   * left merges from the top of the stack down. */                                \
+  LL_MATH void name##_push(T* level, int* depth, int64_t index, T part) {           \
+    for (int64_t c = index; c & 1; c >>= 1) {                                       \
+      --*depth;                                                                     \
+      part = MERGE(level[*depth], part);                                            \
+    }                                                                               \
+    level[(*depth)++] = part;                                                       \
+  }                                                                                 \
+  LL_MATH T name##_total(const T* level, int depth) {                               \
+    if (depth == 0) return (IDENTITY);                                              \
+    T t = level[depth - 1];                                                         \
+    for (int d = depth - 2; d >= 0; --d) t = MERGE(level[d], t);                    \
+    return t;                                                                       \
   }
 LLM_FOLD(ll_sum_f32, float, llm_f32x8, llm_i32x8, 8, 0.0f, LLM_VADD, LLM_ADD)
 LLM_FOLD(ll_sum_f64, double, llm_f64x4, llm_i64x4, 4, 0.0, LLM_VADD, LLM_ADD)
@@ -481,32 +509,34 @@ LLM_FOLD(ll_min_f32, float, llm_f32x8, llm_i32x8, 8, (float)INFINITY, LLM_VMIN, 
 LLM_FOLD(ll_min_f64, double, llm_f64x4, llm_i64x4, 4, (double)INFINITY, LLM_VMIN, LL_MIN)
 
 /* softmax (log = 0) or log_softmax (log = 1) of the row r[0..n) into y (y may be r), as the
- * eager kernel and generated code both compute it: m = max, e = exp(r - m), s = the sum of e
- * by blocks of LL_FOLD_BLOCK values (ll_sum_*) added in double; y = e / s as e * (1 / s), or
- * (r - m) - log(s) (r - m is exact near m; folding m into one offset would round it). */
+ * eager kernel and generated code both compute it: m = max (one fold), e = exp(r - m), s = the
+ * sum of e in the reduction order (blocks of LL_FOLD_BLOCK, merged by the counter); y = e / s
+ * as e * (1 / s), or (r - m) - log(s) (r - m is exact near m; folding m into one offset would
+ * round it). */
 #define LL_FOLD_BLOCK 1024
-#define LLM_SOFTMAX_ROW(name, T, SUFFIX, DTYPE)                                 \
-  LL_MATH void name(const T* r, T* y, int64_t n, int take_log) {                  \
-    const T m = ll_max_##DTYPE(r, n);                                           \
-    double s = 0;                                                               \
-    if (take_log) {                                                             \
-      T tmp[LL_FOLD_BLOCK];                                                     \
-      for (int64_t k0 = 0; k0 < n; k0 += LL_FOLD_BLOCK) {                       \
-        const int64_t kn = n - k0 < LL_FOLD_BLOCK ? n - k0 : LL_FOLD_BLOCK;     \
-        for (int64_t k = 0; k < kn; ++k) tmp[k] = ll_exp##SUFFIX(r[k0 + k] - m); \
-        s += (double)ll_sum_##DTYPE(tmp, kn);                                   \
-      }                                                                         \
-      const T l = ll_log##SUFFIX((T)s);                                         \
-      for (int64_t k = 0; k < n; ++k) y[k] = (r[k] - m) - l;                    \
-    } else {                                                                    \
-      for (int64_t k = 0; k < n; ++k) y[k] = ll_exp##SUFFIX(r[k] - m);          \
-      for (int64_t k0 = 0; k0 < n; k0 += LL_FOLD_BLOCK) {                       \
-        const int64_t kn = n - k0 < LL_FOLD_BLOCK ? n - k0 : LL_FOLD_BLOCK;     \
-        s += (double)ll_sum_##DTYPE(y + k0, kn);                                \
-      }                                                                         \
-      const T scale = (T)1 / (T)s;                                              \
-      for (int64_t k = 0; k < n; ++k) y[k] *= scale;                            \
-    }                                                                           \
+#define LLM_SOFTMAX_ROW(name, T, SUFFIX, DTYPE)                                    \
+  LL_MATH void name(const T* r, T* y, int64_t n, int take_log) {                   \
+    const T m = ll_max_##DTYPE(r, n);                                              \
+    T level[64];                                                                   \
+    int depth = 0;                                                                 \
+    if (take_log) {                                                                \
+      T tmp[LL_FOLD_BLOCK];                                                        \
+      for (int64_t k0 = 0, b = 0; k0 < n; k0 += LL_FOLD_BLOCK, ++b) {              \
+        const int64_t kn = n - k0 < LL_FOLD_BLOCK ? n - k0 : LL_FOLD_BLOCK;        \
+        for (int64_t k = 0; k < kn; ++k) tmp[k] = ll_exp##SUFFIX(r[k0 + k] - m);   \
+        ll_sum_##DTYPE##_push(level, &depth, b, ll_sum_##DTYPE(tmp, kn));          \
+      }                                                                            \
+      const T l = ll_log##SUFFIX(ll_sum_##DTYPE##_total(level, depth));            \
+      for (int64_t k = 0; k < n; ++k) y[k] = (r[k] - m) - l;                       \
+    } else {                                                                       \
+      for (int64_t k = 0; k < n; ++k) y[k] = ll_exp##SUFFIX(r[k] - m);             \
+      for (int64_t k0 = 0, b = 0; k0 < n; k0 += LL_FOLD_BLOCK, ++b) {              \
+        const int64_t kn = n - k0 < LL_FOLD_BLOCK ? n - k0 : LL_FOLD_BLOCK;        \
+        ll_sum_##DTYPE##_push(level, &depth, b, ll_sum_##DTYPE(y + k0, kn));       \
+      }                                                                            \
+      const T scale = (T)1 / ll_sum_##DTYPE##_total(level, depth);                 \
+      for (int64_t k = 0; k < n; ++k) y[k] *= scale;                               \
+    }                                                                              \
   }
 LLM_SOFTMAX_ROW(ll_softmax_row_f32, float, f, f32)
 LLM_SOFTMAX_ROW(ll_softmax_row_f64, double, , f64)

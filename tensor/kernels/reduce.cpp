@@ -10,11 +10,16 @@
 //    outer dim): whole input rows are folded into a row of accumulators,
 //    vectorized along the row, never a strided walk per output;
 //  - anything else is one of the two with strided loads.
-// Float sums are pairwise (error ~ eps * log n instead of eps * n). Long
-// lines are cut into fixed chunks whose partials are merged in a fixed
-// order, so results never depend on the thread count or on timing.
+// Float reductions fold in the one order of reduce_order.h, which the
+// generated C follows too (every tier gives the same bits): the values of
+// an output in logical order, whatever the layout and whichever of the
+// shapes above folds them. Long lines are cut into chunks of 2^k blocks,
+// complete subtrees of that order, so results never depend on the thread
+// count or on timing.
 #include "reduce.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -24,6 +29,7 @@
 
 #include "../thread_pool.h"
 #include "loops.h"
+#include "reduce_order.h"
 #include "simd.h"
 
 namespace lazylua {
@@ -51,21 +57,25 @@ const char* reduce_op_name(ReduceOp op) {
 namespace {
 
 // Lines longer than this are folded in chunks of exactly this many elements
-// (the unit of parallel work); the chunk partials merge pairwise.
+// (the unit of parallel work; a power-of-two number of order::kBlock, so a
+// chunk is a complete subtree of the float order).
 constexpr int64_t kChunk = 32768;
-// Pairwise summation works on blocks of this many elements, each summed in
-// 32 vector lanes (so ~32 sequential adds per lane).
-constexpr int64_t kLeaf = 1024;
+static_assert(kChunk % order::kBlock == 0 &&
+              ((kChunk / order::kBlock) & (kChunk / order::kBlock - 1)) == 0);
 // Column reductions fold rows this many elements wide at a time, so the
 // accumulators (and the pairwise scratch rows) stay in L2. Wide blocks
 // matter: reading whole input rows one after the other is a sequential
 // stream, while short row pieces with jumps between them stall the
 // prefetchers at every 4 KiB page (2.5x slower at 4096 x 4096).
 constexpr int64_t kColumnWidth = 8192;
+// Float sums and products keep order::kLanes rows of accumulators per
+// block of columns (the lanes of the float order): narrower blocks keep
+// those (256 KiB) in L2.
+constexpr int64_t kOrderedColumnWidth = 2048;
 // With few column blocks, rows are split into blocks of about this many
 // elements so the threads share the work.
 constexpr int64_t kColumnRowBlock = 262144;
-// Pairwise column sums add this many rows sequentially before splitting.
+// The fewest rows per row block of a split column reduction.
 constexpr int64_t kColumnLeaf = 16;
 
 // What a reduction does with each element, per op and input type T.
@@ -76,8 +86,9 @@ struct Reducer {
   static constexpr bool kArithmetic =
       kOp == ReduceOp::sum || kOp == ReduceOp::prod || kOp == ReduceOp::mean;
   static constexpr bool kLogical = kOp == ReduceOp::any || kOp == ReduceOp::all;
-  // Only float sums care about the order of the additions.
-  static constexpr bool kPairwise = kFloat && (kOp == ReduceOp::sum || kOp == ReduceOp::mean);
+  // Float sums and products round at every step: they follow the float
+  // order (reduce_order.h) in every shape, columns included.
+  static constexpr bool kOrdered = kFloat && kArithmetic;
   // Integer sums and products wrap: they run in uint64_t, where overflow is
   // defined, and are read back as int64_t.
   using Acc = std::conditional_t<kArithmetic, std::conditional_t<kFloat, T, uint64_t>,
@@ -157,70 +168,12 @@ typename R::Acc merge_pairwise(const typename R::Acc* partials, int64_t count) {
                                             merge_pairwise<R>(partials + half, count - half));
 }
 
-// Folds n contiguous elements into one vector of partial results, in 4
-// vectors of lanes (floats); the last n % lanes elements fill a padded
-// vector.
-template <class R, typename T>
-inline simd::Vec<T> fold_into_lanes(const T* p, int64_t n) {
-  using V = simd::Vec<T>;
-  constexpr int kWidth = simd::kLanes<T>;
-  V acc0 = simd::broadcast<T>(R::identity()), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-  int64_t i = 0;
-  for (; i + 4 * kWidth <= n; i += 4 * kWidth) {
-    acc0 = R::merge(acc0, simd::load(p + i));
-    acc1 = R::merge(acc1, simd::load(p + i + kWidth));
-    acc2 = R::merge(acc2, simd::load(p + i + 2 * kWidth));
-    acc3 = R::merge(acc3, simd::load(p + i + 3 * kWidth));
-  }
-  for (; i + kWidth <= n; i += kWidth) acc0 = R::merge(acc0, simd::load(p + i));
-  V tail = simd::broadcast<T>(R::identity());
-  for (int lane = 0; i < n; ++i, ++lane) tail[lane] = p[i];
-  return R::merge(R::merge(acc0, acc1), R::merge(acc2, R::merge(acc3, tail)));
-}
-
-// Folds n contiguous floats. Float sums go pairwise over blocks of kLeaf
-// elements: a binary counter of per-level vector partials merges block b
-// into the partials as a carry would ripple, so the whole line needs no
-// recursion (calls and horizontal sums per block cost half the memory
-// bandwidth in an earlier recursive version).
-template <class R, typename T>
-typename R::Acc fold_vector_lanes(const T* p, int64_t n) {
-  using V = simd::Vec<T>;
-  auto fold_scalar = [](T a, T b) { return R::merge(a, b); };
-  if constexpr (!R::kPairwise) {
-    return simd::fold_lanes<T>(fold_into_lanes<R>(p, n), fold_scalar);
-  } else {
-    V levels[64];
-    int depth = 0;
-    const int64_t blocks = (n + kLeaf - 1) / kLeaf;
-    for (int64_t block = 0; block < blocks; ++block) {
-      V partial = fold_into_lanes<R>(p + block * kLeaf, std::min(kLeaf, n - block * kLeaf));
-      for (int64_t carry = block; carry & 1; carry >>= 1)
-        partial = R::merge(levels[--depth], partial);
-      levels[depth++] = partial;
-    }
-    V total = levels[--depth];
-    while (depth > 0) total = R::merge(levels[--depth], total);
-    return simd::fold_lanes<T>(total, fold_scalar);
-  }
-}
-
 // Folds a block of n elements with any stride.
+// Integers and truth values only: floats fold in the float order.
 template <class R, typename T>
 typename R::Acc fold_block(const T* p, int64_t n, int64_t stride) {
   using Acc = typename R::Acc;
-  if constexpr (R::kVectorLanes) {
-    if (stride == 1 && n >= 16) return fold_vector_lanes<R>(p, n);
-    // Four interleaved accumulators: shorter dependency chains, and a
-    // strided float sum adds ~n/4 terms sequentially instead of n.
-    Acc acc[4] = {R::identity(), R::identity(), R::identity(), R::identity()};
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      for (int lane = 0; lane < 4; ++lane) acc[lane] = R::merge(acc[lane], p[(i + lane) * stride]);
-    }
-    for (; i < n; ++i) acc[0] = R::merge(acc[0], p[i * stride]);
-    return R::merge(R::merge(acc[0], acc[1]), R::merge(acc[2], acc[3]));
-  } else if constexpr (R::kLogical) {
+  if constexpr (R::kLogical) {
     // Count nonzeros: an integer reduction the compiler vectorizes, where
     // an early-exit loop would not be.
     int64_t nonzero = 0;
@@ -246,25 +199,46 @@ typename R::Acc fold_block(const T* p, int64_t n, int64_t stride) {
   }
 }
 
+// R::merge as a function object for the order:: templates.
+template <class R>
+constexpr auto merger() {
+  return [](auto a, auto b) { return R::merge(a, b); };
+}
+
+// Folds n elements: floats in the float order, others in one block.
 template <class R, typename T>
-typename R::Acc fold_pairwise(const T* p, int64_t n, int64_t stride) {
-  if (!R::kPairwise || n <= kLeaf || stride == 1) return fold_block<R>(p, n, stride);
-  int64_t half = (n / 2 + 63) / 64 * 64;  // keep the halves vector-aligned
-  return R::merge(fold_pairwise<R>(p, half, stride),
-                  fold_pairwise<R>(p + half * stride, n - half, stride));
+typename R::Acc fold_piece(const T* p, int64_t n, int64_t stride) {
+  if constexpr (R::kVectorLanes) {
+    return order::fold_line<T>(p, n, stride, R::identity(), merger<R>());
+  } else {
+    return fold_block<R>(p, n, stride);
+  }
+}
+
+// Merges chunk partials: floats by the counter of the float order (the
+// chunks are complete subtrees of it), others pairwise (exact anyway).
+template <class R>
+typename R::Acc merge_chunks(const typename R::Acc* partials, int64_t count) {
+  if constexpr (R::kVectorLanes) {
+    order::Pairs<typename R::Acc> pairs;
+    for (int64_t c = 0; c < count; ++c) pairs.push(partials[c], merger<R>());
+    return pairs.total(R::identity(), merger<R>());
+  } else {
+    return merge_pairwise<R>(partials, count);
+  }
 }
 
 // Folds a whole line of n >= 0 elements. The chunking is the same whether
 // or not `parallel` lets the chunks run on the pool.
 template <class R, typename T>
 typename R::Acc fold_line(const T* p, int64_t n, int64_t stride, bool parallel) {
-  if (n <= kChunk) return n == 0 ? R::identity() : fold_pairwise<R>(p, n, stride);
+  if (n <= kChunk) return n == 0 ? R::identity() : fold_piece<R>(p, n, stride);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   auto partials = make_buffer<typename R::Acc>(chunks);
   auto fold_chunks = [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       partials[c] =
-          fold_pairwise<R>(p + c * kChunk * stride, std::min(kChunk, n - c * kChunk), stride);
+          fold_piece<R>(p + c * kChunk * stride, std::min(kChunk, n - c * kChunk), stride);
     }
   };
   if (parallel) {
@@ -272,7 +246,46 @@ typename R::Acc fold_line(const T* p, int64_t n, int64_t stride, bool parallel) 
   } else {
     fold_chunks(0, chunks);
   }
-  return merge_pairwise<R>(partials.get(), chunks);
+  return merge_chunks<R>(partials.get(), chunks);
+}
+
+// Floats of a whole tensor that is not one line, in row-major order: each
+// chunk of kChunk positions gathers its blocks line piece by line piece.
+template <class R, typename T>
+typename R::Acc fold_all_ordered(const T* base, const loops::Walk& walk) {
+  using Acc = typename R::Acc;
+  const int last = walk.rank - 1;
+  const int64_t length = walk.extent[last], stride = walk.stride_a[last];
+  const int64_t count = walk.numel();
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  auto partials = make_buffer<Acc>(chunks);
+  parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+    auto gathered = make_buffer<T>(order::kBlock);
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t start = c * kChunk, stop = std::min(count, start + kChunk);
+      loops::Odometer lines(walk, last, start / length);
+      int64_t position = start % length;
+      order::Pairs<Acc> pairs;
+      for (int64_t b0 = start; b0 < stop; b0 += order::kBlock) {
+        const int64_t size = std::min(order::kBlock, stop - b0);
+        for (int64_t filled = 0; filled < size;) {
+          const int64_t take = std::min(size - filled, length - position);
+          const T* q = base + lines.a() + position * stride;
+          for (int64_t j = 0; j < take; ++j) gathered[filled + j] = q[j * stride];
+          filled += take;
+          position += take;
+          if (position == length) {
+            position = 0;
+            lines.next();
+          }
+        }
+        pairs.push(order::fold_block<T>(gathered.get(), size, R::identity(), merger<R>()),
+                   merger<R>());
+      }
+      partials[c] = pairs.total(R::identity(), merger<R>());
+    }
+  });
+  return merge_chunks<R>(partials.get(), chunks);
 }
 
 // Everything into out[0].
@@ -286,8 +299,17 @@ void reduce_all(const Array& in, typename R::Out* out) {
     out[0] = R::finish(R::merge(R::identity(), R::load(base[0])), 1);
     return;
   }
+  if constexpr (R::kVectorLanes) {
+    // Floats: row-major order, one line when the dims merged into one.
+    if (walk.rank == 1 || count == 0) {
+      out[0] = R::finish(fold_line<R>(base, count, walk.stride_a[0], true), count);
+    } else {
+      out[0] = R::finish(fold_all_ordered<R, T>(base, walk), count);
+    }
+    return;
+  }
   // Loop along the dim with the smallest stride; the order in which the
-  // other dims are visited does not change the result of any of the ops.
+  // other dims are visited does not change the result of any of these ops.
   int inner = 0;
   for (int d = 1; d < walk.rank; ++d) {
     if (std::llabs(walk.stride_a[d]) <= std::llabs(walk.stride_a[inner])) inner = d;
@@ -349,31 +371,94 @@ void merge_partial_row(typename R::Acc* acc, const typename R::Acc* other, int64
   for (; j < width; ++j) acc[j] = R::merge(acc[j], other[j]);
 }
 
+// Merges rows of `width` partial results (row r at rows + r * stride) by
+// the counter of the float order; the total lands in row 0.
+template <class R>
+void merge_rows_ordered(typename R::Acc* rows, int64_t count, int64_t width, int64_t stride) {
+  int64_t level[64];
+  int depth = 0;
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t part = b;
+    for (int64_t c = b; c & 1; c >>= 1) {
+      --depth;
+      merge_partial_row<R>(rows + level[depth] * stride, rows + part * stride, width);
+      part = level[depth];
+    }
+    level[depth++] = part;
+  }
+  for (int d = depth - 2; d >= 0; --d) {
+    merge_partial_row<R>(rows + level[d] * stride, rows + level[d + 1] * stride, width);
+  }
+}
+
+// Rows of scratch fold_columns needs for `rows` rows.
+template <class R, typename T>
+int64_t scratch_rows(int64_t rows) {
+  if constexpr (!R::kOrdered) {
+    return 0;
+  } else {
+    const auto blocks = static_cast<uint64_t>((rows + order::kBlock - 1) / order::kBlock);
+    return order::kLanes<T> + std::bit_width(blocks) + 1;
+  }
+}
+
 // Folds `rows` rows of `width` elements (row stride row_stride, element
-// stride column_stride) into acc. Pairwise over the rows for float sums;
-// `scratch` holds one row per level of recursion.
+// stride column_stride) into acc. Float sums and products take each column
+// in the float order with whole rows at a time: row r of a block goes into
+// lane row r % kLanes, the lane rows then merge as order::fold_block's
+// lanes do (empty lanes skipped: exact) and the block rows merge by the
+// counter. `scratch` holds scratch_rows(rows) rows.
 template <class R, typename T>
 void fold_columns(const T* p, int64_t rows, int64_t row_stride, int64_t width,
                   int64_t column_stride, typename R::Acc* acc, typename R::Acc* scratch) {
-  if (!R::kPairwise || rows <= kColumnLeaf) {
+  using Acc = typename R::Acc;
+  if constexpr (!R::kOrdered) {
     for (int64_t j = 0; j < width; ++j) acc[j] = R::identity();
     for (int64_t r = 0; r < rows; ++r) merge_row<R>(acc, p + r * row_stride, width, column_stride);
-    return;
+  } else {
+    constexpr int kLanes = order::kLanes<T>, kWidth = simd::kLanes<T>;
+    Acc* lanes = scratch;
+    Acc* levels = scratch + kLanes * width;
+    auto lane = [&](int l) { return lanes + l * width; };
+    int depth = 0;
+    for (int64_t b = 0; b * order::kBlock < rows; ++b) {
+      const int64_t first = b * order::kBlock, count = std::min(order::kBlock, rows - first);
+      const int used = static_cast<int>(std::min<int64_t>(kLanes, count));
+      for (int l = 0; l < used; ++l) std::fill_n(lane(l), width, R::identity());
+      for (int64_t r = 0; r < count; ++r) {
+        merge_row<R>(lane(static_cast<int>(r % kLanes)), p + (first + r) * row_stride, width,
+                     column_stride);
+      }
+      // v[e] = (lane e + lane W+e) + (lane 2W+e + lane 3W+e), folded left
+      // to right into lane 0.
+      for (int e = 0; e < kWidth && e < used; ++e) {
+        if (kWidth + e < used) merge_partial_row<R>(lane(e), lane(kWidth + e), width);
+        if (2 * kWidth + e < used) {
+          if (3 * kWidth + e < used) {
+            merge_partial_row<R>(lane(2 * kWidth + e), lane(3 * kWidth + e), width);
+          }
+          merge_partial_row<R>(lane(e), lane(2 * kWidth + e), width);
+        }
+        if (e > 0) merge_partial_row<R>(lane(0), lane(e), width);
+      }
+      Acc* part = lane(0);
+      for (int64_t c = b; c & 1; c >>= 1) {
+        --depth;
+        merge_partial_row<R>(levels + depth * width, part, width);
+        part = levels + depth * width;
+      }
+      if (part != levels + depth * width) std::copy_n(part, width, levels + depth * width);
+      ++depth;
+    }
+    if (depth == 0) {
+      std::fill_n(acc, width, R::identity());
+      return;
+    }
+    for (int d = depth - 2; d >= 0; --d) {
+      merge_partial_row<R>(levels + d * width, levels + (d + 1) * width, width);
+    }
+    std::copy_n(levels, width, acc);
   }
-  const int64_t half = rows / 2;
-  fold_columns<R>(p, half, row_stride, width, column_stride, acc, scratch + width);
-  fold_columns<R>(p + half * row_stride, rows - half, row_stride, width, column_stride, scratch,
-                  scratch + width);
-  merge_partial_row<R>(acc, scratch, width);
-}
-
-int recursion_depth(int64_t rows) {
-  int depth = 1;
-  while (rows > kColumnLeaf) {
-    rows = (rows + 1) / 2;
-    ++depth;
-  }
-  return depth;
 }
 
 // Reduces `size` elements (stride `stride`) for every position of `kept`
@@ -412,15 +497,21 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& 
   // outer position over a block of rows.
   loops::Walk outer_dims = kept;  // copied only here: a Walk is ~200 bytes
   outer_dims.erase(last);
-  const int64_t column_blocks = (width + kColumnWidth - 1) / kColumnWidth;
+  const int64_t column_width = R::kOrdered ? kOrderedColumnWidth : kColumnWidth;
+  const int64_t column_blocks = (width + column_width - 1) / column_width;
   const int64_t tasks = outer_dims.numel() * column_blocks;
-  const int64_t block_width = std::min(width, kColumnWidth);
+  const int64_t block_width = std::min(width, column_width);
   // With few tasks, also split the rows so the threads share the work; the
   // choice depends on the shape only, never on the thread count. The
   // partial rows take at most 1/32 of the input's size.
   int64_t rows_per_block = size;
   if (tasks < 16 && size * block_width > 2 * kColumnRowBlock) {
     rows_per_block = std::max<int64_t>(kColumnLeaf, kColumnRowBlock / block_width);
+    // Float row blocks must be complete subtrees of the float order.
+    if (R::kOrdered) {
+      rows_per_block = static_cast<int64_t>(
+          std::bit_ceil(static_cast<uint64_t>(std::max(order::kBlock, rows_per_block))));
+    }
   }
   const int64_t row_blocks = (size + rows_per_block - 1) / rows_per_block;
   auto partials = make_buffer<Acc>(row_blocks > 1 ? tasks * row_blocks * block_width : 0);
@@ -428,12 +519,12 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& 
   parallel_for(tasks * row_blocks, std::max<int64_t>(1, kChunk / (rows_per_block * block_width)),
                [&](int64_t begin, int64_t end) {
                  auto acc = make_buffer<Acc>(block_width);
-                 auto scratch = make_buffer<Acc>(block_width * recursion_depth(rows_per_block));
+                 auto scratch = make_buffer<Acc>(block_width * scratch_rows<R, T>(rows_per_block));
                  for (int64_t item = begin; item < end; ++item) {
                    const int64_t task = item / row_blocks, row_block = item % row_blocks;
                    const int64_t outer = task / column_blocks, column_block = task % column_blocks;
-                   const int64_t first_column = column_block * kColumnWidth;
-                   const int64_t columns = std::min(kColumnWidth, width - first_column);
+                   const int64_t first_column = column_block * column_width;
+                   const int64_t columns = std::min(column_width, width - first_column);
                    const int64_t first_row = row_block * rows_per_block;
                    const int64_t rows = std::min(rows_per_block, size - first_row);
                    loops::Odometer position(outer_dims, outer_dims.rank, outer);
@@ -449,13 +540,14 @@ void reduce_dim(const T* base, int64_t size, int64_t stride, const loops::Walk& 
                  }
                });
   if (row_blocks == 1) return;
-  // Merge the row blocks of each task pairwise, in a fixed order.
+  // Merge the row blocks of each task in a fixed order.
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t outer = task / column_blocks, column_block = task % column_blocks;
-    const int64_t first_column = column_block * kColumnWidth;
-    const int64_t columns = std::min(kColumnWidth, width - first_column);
+    const int64_t first_column = column_block * column_width;
+    const int64_t columns = std::min(column_width, width - first_column);
     Acc* rows = partials.get() + task * row_blocks * block_width;
-    for (int64_t span = 1; span < row_blocks; span *= 2) {
+    if constexpr (R::kOrdered) merge_rows_ordered<R>(rows, row_blocks, columns, block_width);
+    for (int64_t span = 1; !R::kOrdered && span < row_blocks; span *= 2) {
       for (int64_t r = 0; r + span < row_blocks; r += 2 * span) {
         merge_partial_row<R>(rows + r * block_width, rows + (r + span) * block_width, columns);
       }

@@ -22,6 +22,7 @@
 #include "kernel_math.h"
 #include "loops.h"
 #include "reduce.h"
+#include "reduce_order.h"
 #include "simd.h"
 
 namespace lazylua {
