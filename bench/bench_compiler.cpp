@@ -289,8 +289,10 @@ int main(int argc, char** argv) {
   const double dlopen_alone = best_of(repeats, [&] {
     if (void* handle = dlopen(newest.c_str(), RTLD_NOW | RTLD_LOCAL)) dlclose(handle);
   });
-  std::printf("dlopen of the chain's cached object alone %.2f ms; the disk-cache hit beyond it %.2f ms (target <= 0.2)\n",
-              dlopen_alone * 1e3, (disk - dlopen_alone) * 1e3);
+  std::printf(
+      "dlopen of the chain's cached object alone %.2f ms; the disk-cache hit beyond it %.2f ms "
+      "(target <= 0.2)\n",
+      dlopen_alone * 1e3, (disk - dlopen_alone) * 1e3);
   std::filesystem::remove_all(cache);
   return 0;
 }

@@ -41,6 +41,22 @@ struct Toolchain {
 // nothing. Thread-safe; never throws.
 const Toolchain& toolchain();
 
+// toolchain() if it has been found already, else nullptr: for code at exit,
+// which must not wait for a first `cc --version`.
+const Toolchain* toolchain_if_found();
+
+// The identity of the lazylua code that is running, part of every disk cache
+// entry's name and record, so that a lazylua with other passes or codegen
+// never runs a plan another build stored: "build-id:<hex>", the GNU build-id
+// note of the ELF object holding this code (the lazylua executable,
+// liblazylua.so, or a host that links lazylua statically), found through
+// dl_iterate_phdr. The linker computes it from the object's contents, so any
+// change to lazylua's code changes it (CMakeLists.txt asks for it, and most
+// distributions' linkers add it anyway). Without the note: the object's path,
+// size, inode and modification time, or, if even those are unknown, a value
+// new in each process (nothing is shared, nothing stale is run). Found once.
+const std::string& lazylua_build_identity();
+
 // What toolchain() does, for an explicit compiler. command_line is split on
 // blanks (like make's CC) unless it names an executable file as a whole.
 // verdict_directory: where a passed check is remembered ("" = always check).
@@ -86,6 +102,19 @@ std::shared_ptr<Library> load(const std::string& so_path, std::string* error);
 // any other failure.
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
                            const std::string& output_path, std::string* error);
+
+// Makes sure the compilers this process runs (compile_shared_object) are
+// killed at exit, by an atexit handler registered now if it is not yet:
+// handlers registered after this call run before the kill (atexit runs
+// them in reverse), so they may still hand a running build off
+// (native_executor.cpp). Compiles register it anyway. Thread-safe.
+void kill_compilers_at_exit();
+
+// Starts argv (argv[0] a path) as a process that outlives us: its own
+// session (no terminal signal reaches it), no parent-death signal, default
+// signal handling, stdin/stdout/stderr on /dev/null and no other descriptor
+// of ours; not waited for. False + *error if it could not be started.
+bool start_detached(const std::vector<std::string>& argv, std::string* error);
 
 // Builds `source` into so_path with toolchain() and loads it. The object is
 // built under a unique temporary name in so_path's directory, loaded from
