@@ -208,12 +208,12 @@ DiskCache::DiskCache(std::string directory, uint64_t max_bytes)
 }
 
 std::string DiskCache::entry_stem(uint64_t key) const {
-  // Computed once: toolchain() and the build identity are fixed for the
-  // process, and a disk hit must cost little beyond its dlopen.
-  static const uint64_t identity_hash = [] {
-    const std::string identity = toolchain().identity + "\n" + lazylua_build_identity();
-    return fnv1a_64(identity.data(), identity.size());
-  }();
+  return entry_stem(key, toolchain());
+}
+
+std::string DiskCache::entry_stem(uint64_t key, const Toolchain& tool) const {
+  const std::string identity = tool.identity + "\n" + lazylua_build_identity();
+  const uint64_t identity_hash = fnv1a_64(identity.data(), identity.size());
   char name[48];
   std::snprintf(name, sizeof name, "/%016llx-%08x", static_cast<unsigned long long>(key),
                 static_cast<unsigned>((identity_hash ^ (identity_hash >> 32)) & 0xffffffffu));
@@ -382,12 +382,23 @@ std::string shell_quoted(const std::string& word) {
 bool DiskCache::build_detached(const std::vector<DetachedBuild>& builds) {
   std::vector<std::string> written;  // removed if the shell does not start
   try {
-    const Toolchain* tool = toolchain_if_found();
-    if (!enabled_ || !tool || !tool->works || builds.empty()) return false;
+    bool checked = false;
+    const Toolchain* tool = toolchain_if_identified(&checked);
+    if (!enabled_ || !tool || (checked && !tool->works) || builds.empty()) return false;
     // The compiler as compile_shared_object runs it, then each entry's two
     // renames, the object first; whatever fails, the temporaries go.
     // Arguments: per build, its source, temporary object, temporary record
     // and the entry's stem.
+    // Unchecked (the process ended during toolchain()'s trial build): a
+    // graph that compiles is the check, and its verdict is remembered as
+    // toolchain() would, or the next short run would start over.
+    std::string remember_verdict = ":";
+    if (!checked && !tool->verdict_file.empty()) {
+      const std::string temporary = unique_temp_path(tool->verdict_file);
+      remember_verdict = "printf %s " + shell_quoted(tool->identity) + " >" +
+                         shell_quoted(temporary) + " && mv -f " + shell_quoted(temporary) + " " +
+                         shell_quoted(tool->verdict_file);
+    }
     std::string compile;
     for (const std::string& word : tool->command) compile += shell_quoted(word) + " ";
     for (const std::string& word : tool->flags) compile += shell_quoted(word) + " ";
@@ -396,14 +407,16 @@ bool DiskCache::build_detached(const std::vector<DetachedBuild>& builds) {
         "  " +
         compile +
         "-x c - -o \"$2\" -lm <\"$1\" &&\n"
-        "    mv -f \"$2\" \"$4.so\" && mv -f \"$3\" \"$4.rec\"\n"
+        "    mv -f \"$2\" \"$4.so\" && mv -f \"$3\" \"$4.rec\" && " +
+        remember_verdict +
+        "\n"
         "  rm -f \"$1\" \"$2\" \"$3\"\n"
         "  shift 4\n"
         "done\n";
     std::vector<std::string> argv = {"/bin/sh", "-c", script, "lazylua-detached-cc"};
     std::string error;
     for (const DetachedBuild& build : builds) {
-      const std::string stem = entry_stem(build.key);
+      const std::string stem = entry_stem(build.key, *tool);
       struct stat info;
       if (lstat((stem + ".rec").c_str(), &info) == 0) continue;  // built meanwhile
       const std::string object = unique_temp_path(stem + ".so");

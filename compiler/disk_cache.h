@@ -122,7 +122,8 @@ class DiskCache {
   std::string record_path(uint64_t key) const;
 
  private:
-  std::string entry_stem(uint64_t key) const;
+  std::string entry_stem(uint64_t key) const;  // with toolchain()
+  std::string entry_stem(uint64_t key, const Toolchain& tool) const;
   // The record of `key`'s entry, built with `tool`; object: its bytes, or
   // nullptr while a detached compiler has yet to make it.
   static std::string record_bytes(uint64_t key, const Toolchain& tool,

@@ -248,11 +248,13 @@ class CompileThread {
           waiting.push_front(current_);  // still in its passes or codegen
         }
       }
-      // Without a toolchain found, no job got as far as its source, and
-      // finding one now would cost a `cc --version`.
-      const Toolchain* tool = toolchain_if_found();
+      // Without a toolchain identified (a `cc --version` not yet done) no
+      // entry can be named; one whose trial build has not run yet will do.
+      bool checked = false;
+      const Toolchain* tool = toolchain_if_identified(&checked);
       for (const std::shared_ptr<Job>& job : waiting) {
-        if (!tool || !tool->works || std::chrono::steady_clock::now() > deadline) break;
+        if (!tool || (checked && !tool->works)) break;
+        if (std::chrono::steady_clock::now() > deadline) break;
         if (!job->cache->enabled() || job->program.instructions.size() > kExitCodegenInstructions)
           continue;
         if (auto detached = detached_build(job->key, job->program))

@@ -357,8 +357,13 @@ std::string verdict_path(const std::string& directory, const std::string& identi
 
 // --- Finding the toolchain ----------------------------------------------------
 
+namespace {
+std::atomic<const Toolchain*> found_toolchain{nullptr};       // toolchain(), complete
+std::atomic<const Toolchain*> identified_toolchain{nullptr};  // before its check
+}  // namespace
+
 Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
-                         const std::string& verdict_directory) {
+                         const std::string& verdict_directory, bool publish_identity) {
   Toolchain tool;
   try {
     // A path with blanks in it is one word if it names an executable.
@@ -389,17 +394,19 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
     // A passed check is remembered per identity, so later processes skip the
     // ~25 ms trial build. A failed one is not: the user may fix the compiler.
     std::string remembered, ignored;
-    std::string verdict_file;
     if (!verdict_directory.empty()) {
-      verdict_file = verdict_path(verdict_directory, tool.identity);
-      if (read_file(verdict_file, &remembered, &ignored) && remembered == tool.identity) {
+      tool.verdict_file = verdict_path(verdict_directory, tool.identity);
+      if (read_file(tool.verdict_file, &remembered, &ignored) && remembered == tool.identity) {
         tool.works = true;
         return tool;
       }
     }
+    // The trial build takes tens of ms: a process that exits meanwhile can
+    // still hand its builds off under this identity (native_executor.cpp).
+    if (publish_identity) identified_toolchain.store(new Toolchain(tool));  // never freed
     tool.works = check_builds(tool, &tool.why_not);
-    if (tool.works && !verdict_file.empty()) {
-      write_file_atomically(verdict_file, tool.identity, &ignored);  // best effort
+    if (tool.works && !tool.verdict_file.empty()) {
+      write_file_atomically(tool.verdict_file, tool.identity, &ignored);  // best effort
     }
   } catch (const std::exception& error) {  // only std::bad_alloc can get here
     tool.works = false;
@@ -408,12 +415,10 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
   return tool;
 }
 
-namespace {
-std::atomic<const Toolchain*> found_toolchain{nullptr};
-}  // namespace
-
-const Toolchain* toolchain_if_found() {
-  return found_toolchain.load(std::memory_order_acquire);
+const Toolchain* toolchain_if_identified(bool* checked) {
+  const Toolchain* found = found_toolchain.load(std::memory_order_acquire);
+  *checked = found != nullptr;
+  return found ? found : identified_toolchain.load(std::memory_order_acquire);
 }
 
 const Toolchain& toolchain() {
@@ -427,7 +432,7 @@ const Toolchain& toolchain() {
     DiskCache& cache = DiskCache::instance();
     auto* found = new Toolchain(find_toolchain(command && *command ? command : "cc",
                                                extra_flags ? extra_flags : "",
-                                               cache.enabled() ? cache.directory() : ""));
+                                               cache.enabled() ? cache.directory() : "", true));
     found_toolchain.store(found, std::memory_order_release);
     return found;
   }();

@@ -31,6 +31,9 @@ struct Toolchain {
   std::string identity;
   bool works = false;   // it ran, and built and loaded a trivial shared object
   std::string why_not;  // when !works: what failed, in words for the user
+  // Where a passed check is remembered ("" = nowhere), read before the trial
+  // build: a compile that succeeded elsewhere may write it too (disk_cache.cpp).
+  std::string verdict_file;
 };
 
 // The process's toolchain: LAZYLUA_CC (default "cc") with the default flags
@@ -41,9 +44,11 @@ struct Toolchain {
 // nothing. Thread-safe; never throws.
 const Toolchain& toolchain();
 
-// toolchain() if it has been found already, else nullptr: for code at exit,
-// which must not wait for a first `cc --version`.
-const Toolchain* toolchain_if_found();
+// For code at exit, which must not wait for toolchain()'s `cc --version` or
+// its trial build: the toolchain as far as it is known. nullptr until its
+// identity is; *checked says whether `works` is final (the trial build, or
+// a remembered verdict, has run). Unchecked, works is false.
+const Toolchain* toolchain_if_identified(bool* checked);
 
 // The identity of the lazylua code that is running, part of every disk cache
 // entry's name and record, so that a lazylua with other passes or codegen
@@ -60,8 +65,10 @@ const std::string& lazylua_build_identity();
 // What toolchain() does, for an explicit compiler. command_line is split on
 // blanks (like make's CC) unless it names an executable file as a whole.
 // verdict_directory: where a passed check is remembered ("" = always check).
+// publish_identity (toolchain()'s own search): toolchain_if_identified()
+// returns it before its trial build.
 Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
-                         const std::string& verdict_directory);
+                         const std::string& verdict_directory, bool publish_identity = false);
 
 // A loaded shared object. dlclose runs when the last reference goes, so keep
 // the Library alive while any function pointer from it may still be called.
