@@ -208,7 +208,7 @@ DiskCache::DiskCache(std::string directory, uint64_t max_bytes)
 }
 
 std::string DiskCache::entry_stem(uint64_t key) const {
-  return entry_stem(key, toolchain());
+  return entry_stem(key, identified_toolchain());
 }
 
 std::string DiskCache::entry_stem(uint64_t key, const Toolchain& tool) const {
@@ -238,8 +238,9 @@ void DiskCache::remove_entry(uint64_t key) const {
 std::shared_ptr<Library> DiskCache::load(uint64_t key, std::string* payload) {
   if (!enabled_) return nullptr;
   try {
-    const Toolchain& tool = toolchain();
-    if (!tool.works) return nullptr;
+    // Loading needs no trial build: the object is checked by dlopen and its key.
+    const Toolchain& tool = identified_toolchain();
+    if (tool.identity.empty()) return nullptr;
     std::string stem = entry_stem(key);
     std::string record_text, error;
     bool missing = false;
@@ -399,10 +400,15 @@ bool DiskCache::build_detached(const std::vector<DetachedBuild>& builds) {
                          shell_quoted(temporary) + " && mv -f " + shell_quoted(temporary) + " " +
                          shell_quoted(tool->verdict_file);
     }
-    std::string compile;
+    // Bounded like any compile (LAZYLUA_CC_TIMEOUT): coreutils' timeout
+    // kills the compiler's whole process group (cc1, as, ld), where there is one.
+    std::string compile = "$limit ";
     for (const std::string& word : tool->command) compile += shell_quoted(word) + " ";
     for (const std::string& word : tool->flags) compile += shell_quoted(word) + " ";
     const std::string script =
+        "limit=\nif command -v timeout >/dev/null 2>&1; then limit=\"timeout -s KILL " +
+        std::to_string(compile_timeout_seconds()) +
+        "\"; fi\n"
         "while [ \"$#\" -ge 4 ]; do\n"
         "  " +
         compile +

@@ -13,7 +13,6 @@
 #include <deque>
 #include <functional>
 #include <list>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -103,13 +102,17 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
            DiskCache& cache, const SourceReady& source_ready = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   // Looking for the C compiler costs milliseconds, so it happens here, on
-  // the first build, not when an interpreter starts.
-  if (!toolchain().works) {
-    entry.error = toolchain().why_not;
+  // the first build, not when an interpreter starts; and in two steps: its
+  // identity (`cc --version`) names the disk entry, the trial build (only
+  // while no verdict is remembered) waits until something must be compiled,
+  // after the source exists, so a process that exits meanwhile can hand
+  // the build off.
+  const auto no_compiler = [&entry](const Toolchain& tool) {
+    entry.error = tool.why_not;
     entry.no_compiler = true;
     entry.state = CompiledProgram::State::failed;
-    return;
-  }
+  };
+  if (identified_toolchain().identity.empty()) return no_compiler(identified_toolchain());
   try {
     if (load_from_disk(entry, key, program, cache)) {
       entry.from_disk = true;
@@ -126,6 +129,7 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
       DiskCache::DetachedBuild detached{key, entry.plan.source, entry.plan.summary,
                                         serialize_plan(program, entry.program, entry.plan)};
       if (source_ready) source_ready(detached);
+      if (!toolchain().works) return no_compiler(toolchain());
       std::string error;
       entry.library =
           cache.build(key, entry.plan.source, entry.plan.summary, &error, detached.payload);
@@ -151,28 +155,15 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
   }
 }
 
-// The C source and record of a job the compile thread has not reached, for
-// a detached compiler at exit; nullopt when it has no kernels or fails.
-std::optional<DiskCache::DetachedBuild> detached_build(uint64_t key, const Program& program) {
-  try {
-    Program optimized = optimize(program, 0);
-    Plan plan = plan_program(optimized);
-    if (plan.kernel_count == 0) return std::nullopt;
-    return DiskCache::DetachedBuild{key, plan.source, plan.summary,
-                                    serialize_plan(program, optimized, plan)};
-  } catch (const std::exception&) {
-    return std::nullopt;  // it is compiled (and its error told) when next run
-  }
-}
-
 // One compile thread for the process, sleeping while there is nothing to
 // build. It is never joined. At exit (hand_off, from atexit) the builds in
 // flight go to a detached compiler (DiskCache::build_detached) rather than
 // being lost, so the next run of a short script finds them in the disk
 // cache: the build whose source exists (its compiler is killed with the
-// others by toolchain.cpp, and the detached one starts over), and as many
-// jobs not yet started as get their source within kExitCodegenBudget; the
-// rest are dropped, compiled by a later run. Exit waits for nothing else.
+// others by toolchain.cpp, and the detached one starts over). Jobs whose
+// source does not exist yet are dropped, compiled by a later run: passes
+// and codegen use the tensor runtime (its allocator's pools), which is
+// being torn down at exit, and cost more than an exit should wait.
 class CompileThread {
  public:
   static CompileThread& instance() {
@@ -198,12 +189,6 @@ class CompileThread {
     int debug_level;
     DiskCache* cache;
   };
-
-  // Code generation at exit costs a few ms per job; past this, jobs drop.
-  static constexpr auto kExitCodegenBudget = std::chrono::milliseconds(5);
-  // Nor is one started at exit for a program this large (its passes alone
-  // could take longer than the budget).
-  static constexpr size_t kExitCodegenInstructions = 2000;
 
   CompileThread() {
     kill_compilers_at_exit();  // first, so that it runs after hand_off
@@ -235,33 +220,17 @@ class CompileThread {
 
   void hand_off() noexcept {
     try {
-      const auto deadline = std::chrono::steady_clock::now() + kExitCodegenBudget;
-      std::deque<std::shared_ptr<Job>> waiting;
-      std::map<DiskCache*, std::vector<DiskCache::DetachedBuild>> builds;
+      DiskCache* cache = nullptr;
+      std::vector<DiskCache::DetachedBuild> builds;
       {
         std::lock_guard lock(mutex_);
         exiting_ = true;  // the compile thread starts nothing more
-        waiting.swap(jobs_);
-        if (current_ && current_build_) {
-          builds[current_->cache].push_back(std::move(*current_build_));
-        } else if (current_) {
-          waiting.push_front(current_);  // still in its passes or codegen
-        }
+        if (!current_ || !current_build_) return;
+        cache = current_->cache;
+        builds.push_back(std::move(*current_build_));
       }
-      // Without a toolchain identified (a `cc --version` not yet done) no
-      // entry can be named; one whose trial build has not run yet will do.
-      bool checked = false;
-      const Toolchain* tool = toolchain_if_identified(&checked);
-      for (const std::shared_ptr<Job>& job : waiting) {
-        if (!tool || (checked && !tool->works)) break;
-        if (std::chrono::steady_clock::now() > deadline) break;
-        if (!job->cache->enabled() || job->program.instructions.size() > kExitCodegenInstructions)
-          continue;
-        if (auto detached = detached_build(job->key, job->program))
-          builds[job->cache].push_back(std::move(*detached));
-      }
-      for (auto& [cache, list] : builds) cache->build_detached(list);
-    } catch (...) {  // nothing may escape an atexit handler; the builds are lost
+      cache->build_detached(builds);
+    } catch (...) {  // nothing may escape an atexit handler; the build is lost
     }
   }
 

@@ -95,17 +95,6 @@ struct ProcessOutcome {
   std::string failure;       // when it did not start or did not exit 0
 };
 
-// Seconds a compiler may run before it is killed and the graph runs
-// interpreted: LAZYLUA_CC_TIMEOUT, default 60.
-int compile_timeout_seconds() {
-  static const int seconds = [] {
-    const char* text = std::getenv("LAZYLUA_CC_TIMEOUT");
-    const int value = text ? std::atoi(text) : 0;
-    return value > 0 ? value : 60;
-  }();
-  return seconds;
-}
-
 // The process groups of running compilers: killed when lazylua exits, so
 // no compiler outlives the interpreter that started it (and a killed
 // lazylua's direct child dies by PR_SET_PDEATHSIG).
@@ -118,6 +107,15 @@ void kill_running_compilers() {
 }
 
 }  // namespace
+
+int compile_timeout_seconds() {
+  static const int seconds = [] {
+    const char* text = std::getenv("LAZYLUA_CC_TIMEOUT");
+    const int value = text ? std::atoi(text) : 0;
+    return value > 0 ? value : 60;
+  }();
+  return seconds;
+}
 
 void kill_compilers_at_exit() {
   static std::once_flag installed;
@@ -358,12 +356,27 @@ std::string verdict_path(const std::string& directory, const std::string& identi
 // --- Finding the toolchain ----------------------------------------------------
 
 namespace {
-std::atomic<const Toolchain*> found_toolchain{nullptr};       // toolchain(), complete
-std::atomic<const Toolchain*> identified_toolchain{nullptr};  // before its check
+std::atomic<const Toolchain*> identified{nullptr};  // identified_toolchain(), once known
+std::atomic<const Toolchain*> checked{nullptr};     // toolchain(), once known
+}  // namespace
+
+namespace {
+
+// The trial build (unless a remembered verdict said it works), remembering
+// a pass.
+void check_toolchain(Toolchain& tool) {
+  if (tool.works || tool.identity.empty()) return;
+  tool.works = check_builds(tool, &tool.why_not);
+  std::string ignored;
+  if (tool.works && !tool.verdict_file.empty()) {
+    write_file_atomically(tool.verdict_file, tool.identity, &ignored);  // best effort
+  }
+}
+
 }  // namespace
 
 Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
-                         const std::string& verdict_directory, bool publish_identity) {
+                         const std::string& verdict_directory, bool check) {
   Toolchain tool;
   try {
     // A path with blanks in it is one word if it names an executable.
@@ -401,13 +414,7 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
         return tool;
       }
     }
-    // The trial build takes tens of ms: a process that exits meanwhile can
-    // still hand its builds off under this identity (native_executor.cpp).
-    if (publish_identity) identified_toolchain.store(new Toolchain(tool));  // never freed
-    tool.works = check_builds(tool, &tool.why_not);
-    if (tool.works && !tool.verdict_file.empty()) {
-      write_file_atomically(tool.verdict_file, tool.identity, &ignored);  // best effort
-    }
+    if (check) check_toolchain(tool);
   } catch (const std::exception& error) {  // only std::bad_alloc can get here
     tool.works = false;
     tool.why_not = std::string("cannot set up the C compiler: ") + error.what();
@@ -415,25 +422,40 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
   return tool;
 }
 
-const Toolchain* toolchain_if_identified(bool* checked) {
-  const Toolchain* found = found_toolchain.load(std::memory_order_acquire);
-  *checked = found != nullptr;
-  return found ? found : identified_toolchain.load(std::memory_order_acquire);
+const Toolchain* toolchain_if_identified(bool* is_checked) {
+  if (const Toolchain* found = checked.load(std::memory_order_acquire)) {
+    *is_checked = true;
+    return found;
+  }
+  const Toolchain* found = identified.load(std::memory_order_acquire);
+  *is_checked = found && found->works;  // a remembered verdict
+  return found;
 }
 
-const Toolchain& toolchain() {
+const Toolchain& identified_toolchain() {
   // Never destroyed: the compile thread may still be using it at exit.
   static const Toolchain* instance = [] {
-    // The verdict is kept for the whole process: an interrupt during the
-    // first sync compile must not make it "no working compiler".
-    InterruptScope not_interruptible(nullptr);
+    InterruptScope not_interruptible(nullptr);  // as in toolchain()
     const char* command = std::getenv("LAZYLUA_CC");
     const char* extra_flags = std::getenv("LAZYLUA_CFLAGS");
     DiskCache& cache = DiskCache::instance();
     auto* found = new Toolchain(find_toolchain(command && *command ? command : "cc",
                                                extra_flags ? extra_flags : "",
-                                               cache.enabled() ? cache.directory() : "", true));
-    found_toolchain.store(found, std::memory_order_release);
+                                               cache.enabled() ? cache.directory() : "", false));
+    identified.store(found, std::memory_order_release);
+    return found;
+  }();
+  return *instance;
+}
+
+const Toolchain& toolchain() {
+  static const Toolchain* instance = [] {
+    // The verdict is kept for the whole process: an interrupt during the
+    // first sync compile must not make it "no working compiler".
+    InterruptScope not_interruptible(nullptr);
+    auto* found = new Toolchain(identified_toolchain());
+    check_toolchain(*found);
+    checked.store(found, std::memory_order_release);
     return found;
   }();
   return *instance;

@@ -44,6 +44,13 @@ struct Toolchain {
 // nothing. Thread-safe; never throws.
 const Toolchain& toolchain();
 
+// toolchain() without its trial build: the command, flags and identity
+// after one `cc --version` (identity "" and why_not set if that fails);
+// works only if a remembered verdict says so. Enough to name and load disk
+// cache entries, whose objects are checked when loaded: a disk hit never
+// waits for the trial build. Thread-safe; never throws.
+const Toolchain& identified_toolchain();
+
 // For code at exit, which must not wait for toolchain()'s `cc --version` or
 // its trial build: the toolchain as far as it is known. nullptr until its
 // identity is; *checked says whether `works` is final (the trial build, or
@@ -65,10 +72,9 @@ const std::string& lazylua_build_identity();
 // What toolchain() does, for an explicit compiler. command_line is split on
 // blanks (like make's CC) unless it names an executable file as a whole.
 // verdict_directory: where a passed check is remembered ("" = always check).
-// publish_identity (toolchain()'s own search): toolchain_if_identified()
-// returns it before its trial build.
+// check false: no trial build (works is true only from a remembered verdict).
 Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
-                         const std::string& verdict_directory, bool publish_identity = false);
+                         const std::string& verdict_directory, bool check = true);
 
 // A loaded shared object. dlclose runs when the last reference goes, so keep
 // the Library alive while any function pointer from it may still be called.
@@ -109,6 +115,10 @@ std::shared_ptr<Library> load(const std::string& so_path, std::string* error);
 // any other failure.
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
                            const std::string& output_path, std::string* error);
+
+// Seconds a compiler may run before it is killed (and the graph runs
+// interpreted): LAZYLUA_CC_TIMEOUT, default 60. Detached ones too.
+int compile_timeout_seconds();
 
 // Makes sure the compilers this process runs (compile_shared_object) are
 // killed at exit, by an atexit handler registered now if it is not yet:
