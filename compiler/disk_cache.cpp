@@ -208,8 +208,12 @@ DiskCache::DiskCache(std::string directory, uint64_t max_bytes)
 }
 
 std::string DiskCache::entry_stem(uint64_t key) const {
-  const std::string& identity = toolchain().identity;
-  uint64_t identity_hash = fnv1a_64(identity.data(), identity.size());
+  return entry_stem(key, identified_toolchain());
+}
+
+std::string DiskCache::entry_stem(uint64_t key, const Toolchain& tool) const {
+  const std::string identity = tool.identity + "\n" + lazylua_build_identity();
+  const uint64_t identity_hash = fnv1a_64(identity.data(), identity.size());
   char name[48];
   std::snprintf(name, sizeof name, "/%016llx-%08x", static_cast<unsigned long long>(key),
                 static_cast<unsigned>((identity_hash ^ (identity_hash >> 32)) & 0xffffffffu));
@@ -231,27 +235,31 @@ void DiskCache::remove_entry(uint64_t key) const {
   unlink((stem + ".so").c_str());
 }
 
-std::shared_ptr<Library> DiskCache::load(uint64_t key) {
+std::shared_ptr<Library> DiskCache::load(uint64_t key, std::string* payload) {
   if (!enabled_) return nullptr;
   try {
-    const Toolchain& tool = toolchain();
-    if (!tool.works) return nullptr;
+    // Loading needs no trial build: the object is checked by dlopen and its key.
+    const Toolchain& tool = identified_toolchain();
+    if (tool.identity.empty()) return nullptr;
     std::string stem = entry_stem(key);
-    std::string record_bytes, error;
+    std::string record_text, error;
     bool missing = false;
-    if (!read_file(stem + ".rec", &record_bytes, &error, &missing)) {
+    if (!read_file(stem + ".rec", &record_text, &error, &missing)) {
       // No record: never built, or another process is between its two
       // renames. Either way not ours to delete.
       if (!missing) remove_entry(key);
       return nullptr;
     }
     cache::CacheEntry record;
-    bool valid = record.ParseFromString(record_bytes) &&
-                 record.format_version() == kCacheFormatVersion && record.key() == key &&
-                 record.toolchain_identity() == tool.identity;
+    bool valid =
+        record.ParseFromString(record_text) && record.format_version() == kCacheFormatVersion &&
+        record.key() == key && record.toolchain_identity() == tool.identity &&
+        record.build_identity() == lazylua_build_identity() &&
+        fnv1a_64(record.payload().data(), record.payload().size()) == record.payload_checksum();
     std::string object;
-    if (valid) {
-      valid = read_file(stem + ".so", &object, &error) && object.size() == record.object_size() &&
+    if (valid) valid = read_file(stem + ".so", &object, &error);
+    if (valid && record.object_verified()) {
+      valid = object.size() == record.object_size() &&
               fnv1a_64(object.data(), object.size()) == record.object_checksum();
     }
     if (!valid) {
@@ -266,8 +274,17 @@ std::shared_ptr<Library> DiskCache::load(uint64_t key) {
       remove_entry(key);
       return nullptr;
     }
-    // Used now: the size bound evicts the entries unused the longest.
-    utimensat(AT_FDCWD, (stem + ".rec").c_str(), nullptr, 0);
+    if (!record.object_verified()) {
+      // A detached compiler's entry, checked by its key symbol: from now on
+      // by the size and checksum of the bytes we loaded (best effort).
+      std::string verified =
+          record_bytes(key, tool, record.graph_summary(), record.payload(), &object);
+      write_file_atomically(stem + ".rec", verified, &error);
+    } else {
+      // Used now: the size bound evicts the entries unused the longest.
+      utimensat(AT_FDCWD, (stem + ".rec").c_str(), nullptr, 0);
+    }
+    if (payload) *payload = std::move(*record.mutable_payload());
     return library;
   } catch (const std::exception&) {  // bad_alloc: a miss
     return nullptr;
@@ -275,7 +292,8 @@ std::shared_ptr<Library> DiskCache::load(uint64_t key) {
 }
 
 std::shared_ptr<Library> DiskCache::build(uint64_t key, const std::string& source,
-                                          const std::string& graph_summary, std::string* error) {
+                                          const std::string& graph_summary, std::string* error,
+                                          const std::string& payload) {
   try {
     const Toolchain& tool = toolchain();
     if (!tool.works) {
@@ -314,29 +332,119 @@ std::shared_ptr<Library> DiskCache::build(uint64_t key, const std::string& sourc
       return library;  // works; just not cached
     }
 
-    cache::CacheEntry record;
-    record.set_format_version(kCacheFormatVersion);
-    record.set_key(key);
-    record.set_toolchain_identity(tool.identity);
-    std::string command;
-    for (const std::string& word : tool.command) command += (command.empty() ? "" : " ") + word;
-    record.set_compiler_command(command);
-    for (const std::string& flag : tool.flags) record.add_flags(flag);
-    record.set_graph_summary(graph_summary);
-    record.set_object_size(object.size());
-    record.set_object_checksum(fnv1a_64(object.data(), object.size()));
-    record.set_created_unix_seconds(static_cast<int64_t>(std::time(nullptr)));
-    std::string record_bytes;
+    const std::string record = record_bytes(key, tool, graph_summary, payload, &object);
     // Best effort: without its record the object is a miss, rebuilt next time.
-    if (record.SerializeToString(&record_bytes) &&
-        write_file_atomically(stem + ".rec", record_bytes, &write_error)) {
-      enforce_size_bound(object.size() + record_bytes.size());
+    if (write_file_atomically(stem + ".rec", record, &write_error)) {
+      enforce_size_bound(object.size() + record.size());
     }
     return library;
   } catch (const std::exception& exception) {
     *error = exception.what();
     return nullptr;
   }
+}
+
+std::string DiskCache::record_bytes(uint64_t key, const Toolchain& tool,
+                                    const std::string& graph_summary, const std::string& payload,
+                                    const std::string* object) {
+  cache::CacheEntry record;
+  record.set_format_version(kCacheFormatVersion);
+  record.set_key(key);
+  record.set_toolchain_identity(tool.identity);
+  std::string command;
+  for (const std::string& word : tool.command) command += (command.empty() ? "" : " ") + word;
+  record.set_compiler_command(command);
+  for (const std::string& flag : tool.flags) record.add_flags(flag);
+  record.set_graph_summary(graph_summary);
+  record.set_build_identity(lazylua_build_identity());
+  record.set_payload(payload);
+  record.set_payload_checksum(fnv1a_64(payload.data(), payload.size()));
+  if (object) {
+    record.set_object_size(object->size());
+    record.set_object_checksum(fnv1a_64(object->data(), object->size()));
+    record.set_object_verified(true);
+  }
+  record.set_created_unix_seconds(static_cast<int64_t>(std::time(nullptr)));
+  return record.SerializeAsString();
+}
+
+namespace {
+
+// A word for a /bin/sh command line: single-quoted, so nothing in it is
+// expanded ('\'' is how sh spells a quote inside one).
+std::string shell_quoted(const std::string& word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+}  // namespace
+
+bool DiskCache::build_detached(const std::vector<DetachedBuild>& builds) {
+  std::vector<std::string> written;  // removed if the shell does not start
+  try {
+    bool checked = false;
+    const Toolchain* tool = toolchain_if_identified(&checked);
+    if (!enabled_ || !tool || (checked && !tool->works) || builds.empty()) return false;
+    // The compiler as compile_shared_object runs it, then each entry's two
+    // renames, the object first; whatever fails, the temporaries go.
+    // Arguments: per build, its source, temporary object, temporary record
+    // and the entry's stem.
+    // Unchecked (the process ended during toolchain()'s trial build): a
+    // graph that compiles is the check, and its verdict is remembered as
+    // toolchain() would, or the next short run would start over.
+    std::string remember_verdict = ":";
+    if (!checked && !tool->verdict_file.empty()) {
+      const std::string temporary = unique_temp_path(tool->verdict_file);
+      remember_verdict = "printf %s " + shell_quoted(tool->identity) + " >" +
+                         shell_quoted(temporary) + " && mv -f " + shell_quoted(temporary) + " " +
+                         shell_quoted(tool->verdict_file);
+    }
+    // Bounded like any compile (LAZYLUA_CC_TIMEOUT): coreutils' timeout
+    // kills the compiler's whole process group (cc1, as, ld), where there is one.
+    std::string compile = "$limit ";
+    for (const std::string& word : tool->command) compile += shell_quoted(word) + " ";
+    for (const std::string& word : tool->flags) compile += shell_quoted(word) + " ";
+    const std::string script =
+        "limit=\nif command -v timeout >/dev/null 2>&1; then limit=\"timeout -s KILL " +
+        std::to_string(compile_timeout_seconds()) +
+        "\"; fi\n"
+        "while [ \"$#\" -ge 4 ]; do\n"
+        "  " +
+        compile +
+        "-x c - -o \"$2\" -lm <\"$1\" &&\n"
+        "    mv -f \"$2\" \"$4.so\" && mv -f \"$3\" \"$4.rec\" && " +
+        remember_verdict +
+        "\n"
+        "  rm -f \"$1\" \"$2\" \"$3\"\n"
+        "  shift 4\n"
+        "done\n";
+    std::vector<std::string> argv = {"/bin/sh", "-c", script, "lazylua-detached-cc"};
+    std::string error;
+    for (const DetachedBuild& build : builds) {
+      const std::string stem = entry_stem(build.key, *tool);
+      struct stat info;
+      if (lstat((stem + ".rec").c_str(), &info) == 0) continue;  // built meanwhile
+      const std::string object = unique_temp_path(stem + ".so");
+      const std::string source = object + ".c";
+      const std::string record = unique_temp_path(stem + ".rec");
+      if (!write_new_file(source, build.source + key_definition(build.key), &error)) continue;
+      written.push_back(source);
+      if (!write_new_file(
+              record, record_bytes(build.key, *tool, build.graph_summary, build.payload, nullptr),
+              &error)) {
+        unlink(source.c_str());
+        written.pop_back();
+        continue;
+      }
+      written.push_back(record);
+      for (const std::string& path : {source, object, record, stem}) argv.push_back(path);
+    }
+    if (argv.size() > 4 && start_detached(argv, &error)) return true;
+  } catch (const std::exception&) {  // bad_alloc: nothing started
+  }
+  for (const std::string& path : written) unlink(path.c_str());
+  return false;
 }
 
 // Runs once per process, on its first build (which costs far more than a

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "compiler/disk_cache.h"
 #include "compiler/passes.h"
 #include "compiler/plan.h"
+#include "compiler/plan_record.h"
 #include "compiler/toolchain.h"
 #include "tensor/interrupt.h"
 #include "tensor/scan.h"
@@ -67,44 +69,73 @@ void resolve_kernels(Plan& plan, const Library& library) {
   }
 }
 
-// Builds `entry` from `program`: passes, fusion and codegen, then the disk
-// cache or the C compiler. Runs on the compile thread or, in sync mode, the
-// caller's. In sync mode an interrupt stops it between stages or kills the
-// C compiler (toolchain.cpp): Interrupted leaves `entry` building, and the
-// caller forgets it. The compile thread has no interrupt flag: an interrupt
-// never disturbs a background build.
+// Called with what a detached compiler would need to finish the build, once
+// its C source exists (the compile thread keeps it for the exit).
+using SourceReady = std::function<void(DiskCache::DetachedBuild build)>;
+
+// The disk cache's plan for `program`, if it holds one: fills entry.program,
+// entry.plan and entry.library. A damaged plan or a missing kernel is a miss
+// (the build that follows replaces the entry).
+bool load_from_disk(CompiledProgram& entry, uint64_t key, const Program& program,
+                    DiskCache& cache) {
+  std::string payload;
+  std::shared_ptr<Library> library = cache.load(key, &payload);
+  if (!library || !deserialize_plan(payload, program, &entry.program, &entry.plan)) return false;
+  try {
+    resolve_kernels(entry.plan, *library);
+  } catch (const Error&) {
+    return false;
+  }
+  entry.library = std::move(library);
+  return true;
+}
+
+// Builds `entry` from `program` (program_from_graph of the graph): the plan
+// the disk cache stored for `key`, else passes, fusion and codegen, then the
+// C compiler (the object and the plan go to the disk cache). Runs on the
+// compile thread or, in sync mode, the caller's. In sync mode an interrupt
+// stops it between stages or kills the C compiler (toolchain.cpp):
+// Interrupted leaves `entry` building, and the caller forgets it. The
+// compile thread has no interrupt flag: an interrupt never disturbs a
+// background build.
 void build(CompiledProgram& entry, uint64_t key, const Program& program, int debug_level,
-           DiskCache& cache) {
+           DiskCache& cache, const SourceReady& source_ready = nullptr) {
   const auto start = std::chrono::steady_clock::now();
   // Looking for the C compiler costs milliseconds, so it happens here, on
-  // the first build, not when an interpreter starts.
-  if (!toolchain().works) {
-    entry.error = toolchain().why_not;
+  // the first build, not when an interpreter starts; and in two steps: its
+  // identity (`cc --version`) names the disk entry, the trial build (only
+  // while no verdict is remembered) waits until something must be compiled,
+  // after the source exists, so a process that exits meanwhile can hand
+  // the build off.
+  const auto no_compiler = [&entry](const Toolchain& tool) {
+    entry.error = tool.why_not;
     entry.no_compiler = true;
     entry.state = CompiledProgram::State::failed;
-    return;
-  }
+  };
+  if (identified_toolchain().identity.empty()) return no_compiler(identified_toolchain());
   try {
-    entry.program = optimize(program, debug_level);
-    check_interrupt();
-    entry.plan = plan_program(entry.program);
-    check_interrupt();
-    if (debug_level >= 2) print_plan(entry.plan, "");
-    if (entry.plan.kernel_count > 0) {
+    if (load_from_disk(entry, key, program, cache)) {
+      entry.from_disk = true;
+      if (debug_level >= 2) print_plan(entry.plan, "from the disk cache: ");
+    } else {
+      entry.program = optimize(program, debug_level);
+      check_interrupt();
+      entry.plan = plan_program(entry.program);
+      check_interrupt();
+      if (debug_level >= 2) print_plan(entry.plan, "");
+    }
+    if (entry.plan.kernel_count > 0 && !entry.from_disk) {
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
-      // The disk entry is named by the graph key and the source it compiles:
-      // a lazylua with other passes or codegen never loads a stale object.
-      const uint64_t disk_key =
-          hash_mix(key, fnv1a_64(entry.plan.source.data(), entry.plan.source.size()));
-      entry.library = cache.load(disk_key);
-      entry.from_disk = static_cast<bool>(entry.library);
-      if (!entry.library) {
-        std::string error;
-        entry.library = cache.build(disk_key, entry.plan.source, entry.plan.summary, &error);
-        // A compiler killed for an interrupt failed for no fault of the graph.
-        if (!entry.library) check_interrupt();
-        if (!entry.library) throw Error("the C compiler failed: " + error);
-      }
+      DiskCache::DetachedBuild detached{key, entry.plan.source, entry.plan.summary,
+                                        serialize_plan(program, entry.program, entry.plan)};
+      if (source_ready) source_ready(detached);
+      if (!toolchain().works) return no_compiler(toolchain());
+      std::string error;
+      entry.library =
+          cache.build(key, entry.plan.source, entry.plan.summary, &error, detached.payload);
+      // A compiler killed for an interrupt failed for no fault of the graph.
+      if (!entry.library) check_interrupt();
+      if (!entry.library) throw Error("the C compiler failed: " + error);
       resolve_kernels(entry.plan, *entry.library);
     }
     entry.compile_seconds =
@@ -125,8 +156,14 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
 }
 
 // One compile thread for the process, sleeping while there is nothing to
-// build. It is never joined: at exit the process ends it, and the disk
-// cache's atomic writes leave no half-written entry behind.
+// build. It is never joined. At exit (hand_off, from atexit) the builds in
+// flight go to a detached compiler (DiskCache::build_detached) rather than
+// being lost, so the next run of a short script finds them in the disk
+// cache: the build whose source exists (its compiler is killed with the
+// others by toolchain.cpp, and the detached one starts over). Jobs whose
+// source does not exist yet are dropped, compiled by a later run: passes
+// and codegen use the tensor runtime (its allocator's pools), which is
+// being torn down at exit, and cost more than an exit should wait.
 class CompileThread {
  public:
   static CompileThread& instance() {
@@ -138,7 +175,8 @@ class CompileThread {
               int debug_level, DiskCache* cache) {
     {
       std::lock_guard lock(mutex_);
-      jobs_.push_back({std::move(entry), key, std::move(program), debug_level, cache});
+      jobs_.push_back(std::make_shared<Job>(
+          Job{std::move(entry), key, std::move(program), debug_level, cache}));
     }
     wake_.notify_one();
   }
@@ -153,25 +191,56 @@ class CompileThread {
   };
 
   CompileThread() {
+    kill_compilers_at_exit();  // first, so that it runs after hand_off
+    std::atexit([] { instance().hand_off(); });
     std::thread([this] { loop(); }).detach();
   }
 
   void loop() {
     for (;;) {
-      Job job;
+      std::shared_ptr<Job> job;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [this] { return !jobs_.empty(); });
+        wake_.wait(lock, [this] { return !jobs_.empty() && !exiting_; });
         job = std::move(jobs_.front());
         jobs_.pop_front();
+        current_ = job;
+        current_build_.reset();
       }
-      build(*job.entry, job.key, job.program, job.debug_level, *job.cache);
+      build(*job->entry, job->key, job->program, job->debug_level, *job->cache,
+            [this, job](DiskCache::DetachedBuild detached) {
+              std::lock_guard lock(mutex_);
+              if (current_ == job) current_build_ = std::move(detached);
+            });
+      std::lock_guard lock(mutex_);
+      current_.reset();
+      current_build_.reset();
+    }
+  }
+
+  void hand_off() noexcept {
+    try {
+      DiskCache* cache = nullptr;
+      std::vector<DiskCache::DetachedBuild> builds;
+      {
+        std::lock_guard lock(mutex_);
+        exiting_ = true;  // the compile thread starts nothing more
+        if (!current_ || !current_build_) return;
+        cache = current_->cache;
+        builds.push_back(std::move(*current_build_));
+      }
+      cache->build_detached(builds);
+    } catch (...) {  // nothing may escape an atexit handler; the build is lost
     }
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Job> jobs_;
+  std::deque<std::shared_ptr<Job>> jobs_;
+  bool exiting_ = false;
+  std::shared_ptr<Job> current_;  // being built by the compile thread
+  // Once current_ has its source: what a detached compiler needs.
+  std::optional<DiskCache::DetachedBuild> current_build_;
 };
 
 class NativeExecutor final : public Executor {
@@ -228,6 +297,8 @@ class NativeExecutor final : public Executor {
       entry->reported = true;
       metrics.compiles += entry->from_disk ? 0 : 1;
       metrics.disk_cache_hits += entry->from_disk ? 1 : 0;
+      // Every disk hit now runs the stored plan; the count says so apart.
+      metrics.codegen_skipped += entry->from_disk ? 1 : 0;
       metrics.compile_seconds += entry->compile_seconds;
     }
     bool inputs_overwritten = false;

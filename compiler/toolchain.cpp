@@ -3,9 +3,12 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +26,8 @@
 #include <random>
 #include <sstream>
 #include <type_traits>
+
+#include <fmt/format.h>
 
 #include "compiler/disk_cache.h"
 #include "tensor/interrupt.h"
@@ -90,17 +95,6 @@ struct ProcessOutcome {
   std::string failure;       // when it did not start or did not exit 0
 };
 
-// Seconds a compiler may run before it is killed and the graph runs
-// interpreted: LAZYLUA_CC_TIMEOUT, default 60.
-int compile_timeout_seconds() {
-  static const int seconds = [] {
-    const char* text = std::getenv("LAZYLUA_CC_TIMEOUT");
-    const int value = text ? std::atoi(text) : 0;
-    return value > 0 ? value : 60;
-  }();
-  return seconds;
-}
-
 // The process groups of running compilers: killed when lazylua exits, so
 // no compiler outlives the interpreter that started it (and a killed
 // lazylua's direct child dies by PR_SET_PDEATHSIG).
@@ -112,9 +106,26 @@ void kill_running_compilers() {
   for (pid_t group : *running_groups) kill(-group, SIGKILL);
 }
 
-void track(pid_t group, bool running) {
+}  // namespace
+
+int compile_timeout_seconds() {
+  static const int seconds = [] {
+    const char* text = std::getenv("LAZYLUA_CC_TIMEOUT");
+    const int value = text ? std::atoi(text) : 0;
+    return value > 0 ? value : 60;
+  }();
+  return seconds;
+}
+
+void kill_compilers_at_exit() {
   static std::once_flag installed;
   std::call_once(installed, [] { std::atexit(kill_running_compilers); });
+}
+
+namespace {
+
+void track(pid_t group, bool running) {
+  kill_compilers_at_exit();
   std::lock_guard lock(running_mutex);
   if (running) {
     running_groups->push_back(group);
@@ -344,8 +355,28 @@ std::string verdict_path(const std::string& directory, const std::string& identi
 
 // --- Finding the toolchain ----------------------------------------------------
 
+namespace {
+std::atomic<const Toolchain*> identified{nullptr};  // identified_toolchain(), once known
+std::atomic<const Toolchain*> checked{nullptr};     // toolchain(), once known
+}  // namespace
+
+namespace {
+
+// The trial build (unless a remembered verdict said it works), remembering
+// a pass.
+void check_toolchain(Toolchain& tool) {
+  if (tool.works || tool.identity.empty()) return;
+  tool.works = check_builds(tool, &tool.why_not);
+  std::string ignored;
+  if (tool.works && !tool.verdict_file.empty()) {
+    write_file_atomically(tool.verdict_file, tool.identity, &ignored);  // best effort
+  }
+}
+
+}  // namespace
+
 Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
-                         const std::string& verdict_directory) {
+                         const std::string& verdict_directory, bool check) {
   Toolchain tool;
   try {
     // A path with blanks in it is one word if it names an executable.
@@ -376,18 +407,14 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
     // A passed check is remembered per identity, so later processes skip the
     // ~25 ms trial build. A failed one is not: the user may fix the compiler.
     std::string remembered, ignored;
-    std::string verdict_file;
     if (!verdict_directory.empty()) {
-      verdict_file = verdict_path(verdict_directory, tool.identity);
-      if (read_file(verdict_file, &remembered, &ignored) && remembered == tool.identity) {
+      tool.verdict_file = verdict_path(verdict_directory, tool.identity);
+      if (read_file(tool.verdict_file, &remembered, &ignored) && remembered == tool.identity) {
         tool.works = true;
         return tool;
       }
     }
-    tool.works = check_builds(tool, &tool.why_not);
-    if (tool.works && !verdict_file.empty()) {
-      write_file_atomically(verdict_file, tool.identity, &ignored);  // best effort
-    }
+    if (check) check_toolchain(tool);
   } catch (const std::exception& error) {  // only std::bad_alloc can get here
     tool.works = false;
     tool.why_not = std::string("cannot set up the C compiler: ") + error.what();
@@ -395,20 +422,115 @@ Toolchain find_toolchain(const std::string& command_line, const std::string& ext
   return tool;
 }
 
-const Toolchain& toolchain() {
+const Toolchain* toolchain_if_identified(bool* is_checked) {
+  if (const Toolchain* found = checked.load(std::memory_order_acquire)) {
+    *is_checked = true;
+    return found;
+  }
+  const Toolchain* found = identified.load(std::memory_order_acquire);
+  *is_checked = found && found->works;  // a remembered verdict
+  return found;
+}
+
+const Toolchain& identified_toolchain() {
   // Never destroyed: the compile thread may still be using it at exit.
+  static const Toolchain* instance = [] {
+    InterruptScope not_interruptible(nullptr);  // as in toolchain()
+    const char* command = std::getenv("LAZYLUA_CC");
+    const char* extra_flags = std::getenv("LAZYLUA_CFLAGS");
+    DiskCache& cache = DiskCache::instance();
+    auto* found = new Toolchain(find_toolchain(command && *command ? command : "cc",
+                                               extra_flags ? extra_flags : "",
+                                               cache.enabled() ? cache.directory() : "", false));
+    identified.store(found, std::memory_order_release);
+    return found;
+  }();
+  return *instance;
+}
+
+const Toolchain& toolchain() {
   static const Toolchain* instance = [] {
     // The verdict is kept for the whole process: an interrupt during the
     // first sync compile must not make it "no working compiler".
     InterruptScope not_interruptible(nullptr);
-    const char* command = std::getenv("LAZYLUA_CC");
-    const char* extra_flags = std::getenv("LAZYLUA_CFLAGS");
-    DiskCache& cache = DiskCache::instance();
-    return new Toolchain(find_toolchain(command && *command ? command : "cc",
-                                        extra_flags ? extra_flags : "",
-                                        cache.enabled() ? cache.directory() : ""));
+    auto* found = new Toolchain(identified_toolchain());
+    check_toolchain(*found);
+    checked.store(found, std::memory_order_release);
+    return found;
   }();
   return *instance;
+}
+
+// --- The identity of this build -------------------------------------------------
+
+namespace {
+
+struct BuildIdSearch {
+  uintptr_t address;  // of code in the object we look for
+  std::string build_id;
+  bool found_object = false;
+};
+
+// dl_iterate_phdr's callback: in the object whose loaded segments hold
+// search->address, the NT_GNU_BUILD_ID note as hex.
+int find_build_id(dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<BuildIdSearch*>(data);
+  bool holds_address = false;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    const uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+    if (segment.p_type == PT_LOAD && search->address >= start &&
+        search->address < start + segment.p_memsz) {
+      holds_address = true;
+    }
+  }
+  if (!holds_address) return 0;
+  search->found_object = true;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    if (segment.p_type != PT_NOTE) continue;
+    const char* note = reinterpret_cast<const char*>(info->dlpi_addr + segment.p_vaddr);
+    const char* end = note + segment.p_memsz;
+    while (note + sizeof(ElfW(Nhdr)) <= end) {
+      ElfW(Nhdr) header;
+      std::memcpy(&header, note, sizeof header);
+      const char* name = note + sizeof header;
+      const char* description = name + ((header.n_namesz + 3) & ~3u);
+      const char* next = description + ((header.n_descsz + 3) & ~3u);
+      if (next > end) break;
+      if (header.n_type == NT_GNU_BUILD_ID && header.n_namesz == 4 &&
+          std::memcmp(name, "GNU", 4) == 0 && header.n_descsz > 0) {
+        static const char kHex[] = "0123456789abcdef";
+        for (size_t k = 0; k < header.n_descsz; k++) {
+          const auto byte = static_cast<unsigned char>(description[k]);
+          search->build_id += kHex[byte >> 4];
+          search->build_id += kHex[byte & 15];
+        }
+        return 1;
+      }
+      note = next;
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+const std::string& lazylua_build_identity() {
+  static const std::string* identity = [] {
+    BuildIdSearch search{reinterpret_cast<uintptr_t>(&lazylua_build_identity), "", false};
+    dl_iterate_phdr(find_build_id, &search);
+    if (!search.build_id.empty()) return new std::string("build-id:" + search.build_id);
+    Dl_info where{};
+    struct stat info;
+    if (dladdr(reinterpret_cast<void*>(&lazylua_build_identity), &where) && where.dli_fname &&
+        stat(where.dli_fname, &info) == 0) {
+      return new std::string(fmt::format("file:{}:{}:{}:{}.{}", where.dli_fname, info.st_size,
+                                         info.st_ino, info.st_mtim.tv_sec, info.st_mtim.tv_nsec));
+    }
+    return new std::string(fmt::format("process:{}:{:08x}", getpid(), std::random_device{}()));
+  }();
+  return *identity;
 }
 
 // --- Loading --------------------------------------------------------------------
@@ -552,6 +674,46 @@ std::shared_ptr<Library> build_in_private_directory(const Toolchain& tool,
     *error = exception.what();
     return nullptr;
   }
+}
+
+// --- Compilers that outlive us -------------------------------------------------
+
+bool start_detached(const std::vector<std::string>& argv, std::string* error) {
+  std::vector<char*> arguments;
+  for (const std::string& word : argv) arguments.push_back(const_cast<char*>(word.c_str()));
+  arguments.push_back(nullptr);
+  posix_spawnattr_t attributes;
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_init(&attributes);
+  posix_spawn_file_actions_init(&actions);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int signal_number : {SIGINT, SIGPIPE, SIGHUP, SIGTERM, SIGQUIT, SIGCHLD}) {
+    sigaddset(&defaults, signal_number);
+  }
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &defaults);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // A pipe the host holds open (a make jobserver, a test harness's) must not
+  // stay open for as long as the compiler runs.
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+  pid_t child = 0;
+  const int failure =
+      posix_spawn(&child, arguments[0], &actions, &attributes, arguments.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (failure != 0) {
+    *error = "cannot start " + argv[0] + ": " + errno_text(failure);
+    return false;
+  }
+  return true;
 }
 
 // --- File helpers ---------------------------------------------------------------

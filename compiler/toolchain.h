@@ -31,6 +31,9 @@ struct Toolchain {
   std::string identity;
   bool works = false;   // it ran, and built and loaded a trivial shared object
   std::string why_not;  // when !works: what failed, in words for the user
+  // Where a passed check is remembered ("" = nowhere), read before the trial
+  // build: a compile that succeeded elsewhere may write it too (disk_cache.cpp).
+  std::string verdict_file;
 };
 
 // The process's toolchain: LAZYLUA_CC (default "cc") with the default flags
@@ -41,11 +44,37 @@ struct Toolchain {
 // nothing. Thread-safe; never throws.
 const Toolchain& toolchain();
 
+// toolchain() without its trial build: the command, flags and identity
+// after one `cc --version` (identity "" and why_not set if that fails);
+// works only if a remembered verdict says so. Enough to name and load disk
+// cache entries, whose objects are checked when loaded: a disk hit never
+// waits for the trial build. Thread-safe; never throws.
+const Toolchain& identified_toolchain();
+
+// For code at exit, which must not wait for toolchain()'s `cc --version` or
+// its trial build: the toolchain as far as it is known. nullptr until its
+// identity is; *checked says whether `works` is final (the trial build, or
+// a remembered verdict, has run). Unchecked, works is false.
+const Toolchain* toolchain_if_identified(bool* checked);
+
+// The identity of the lazylua code that is running, part of every disk cache
+// entry's name and record, so that a lazylua with other passes or codegen
+// never runs a plan another build stored: "build-id:<hex>", the GNU build-id
+// note of the ELF object holding this code (the lazylua executable,
+// liblazylua.so, or a host that links lazylua statically), found through
+// dl_iterate_phdr. The linker computes it from the object's contents, so any
+// change to lazylua's code changes it (CMakeLists.txt asks for it, and most
+// distributions' linkers add it anyway). Without the note: the object's path,
+// size, inode and modification time, or, if even those are unknown, a value
+// new in each process (nothing is shared, nothing stale is run). Found once.
+const std::string& lazylua_build_identity();
+
 // What toolchain() does, for an explicit compiler. command_line is split on
 // blanks (like make's CC) unless it names an executable file as a whole.
 // verdict_directory: where a passed check is remembered ("" = always check).
+// check false: no trial build (works is true only from a remembered verdict).
 Toolchain find_toolchain(const std::string& command_line, const std::string& extra_flags,
-                         const std::string& verdict_directory);
+                         const std::string& verdict_directory, bool check = true);
 
 // A loaded shared object. dlclose runs when the last reference goes, so keep
 // the Library alive while any function pointer from it may still be called.
@@ -86,6 +115,23 @@ std::shared_ptr<Library> load(const std::string& so_path, std::string* error);
 // any other failure.
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
                            const std::string& output_path, std::string* error);
+
+// Seconds a compiler may run before it is killed (and the graph runs
+// interpreted): LAZYLUA_CC_TIMEOUT, default 60. Detached ones too.
+int compile_timeout_seconds();
+
+// Makes sure the compilers this process runs (compile_shared_object) are
+// killed at exit, by an atexit handler registered now if it is not yet:
+// handlers registered after this call run before the kill (atexit runs
+// them in reverse), so they may still hand a running build off
+// (native_executor.cpp). Compiles register it anyway. Thread-safe.
+void kill_compilers_at_exit();
+
+// Starts argv (argv[0] a path) as a process that outlives us: its own
+// session (no terminal signal reaches it), no parent-death signal, default
+// signal handling, stdin/stdout/stderr on /dev/null and no other descriptor
+// of ours; not waited for. False + *error if it could not be started.
+bool start_detached(const std::vector<std::string>& argv, std::string* error);
 
 // Builds `source` into so_path with toolchain() and loads it. The object is
 // built under a unique temporary name in so_path's directory, loaded from

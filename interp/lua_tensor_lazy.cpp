@@ -93,6 +93,7 @@ int metrics(lua_State* L) {
   set_integer(L, "cache_hits", m.memory_cache_hits);
   set_integer(L, "cache_misses", m.memory_cache_misses);
   set_integer(L, "disk_hits", m.disk_cache_hits);
+  set_integer(L, "codegen_skipped", m.codegen_skipped);
   set_integer(L, "native_runs", m.native_runs);
   set_integer(L, "interpreted_runs", m.interpreted_runs);
   set_integer(L, "kernels", m.kernels);

@@ -80,6 +80,7 @@ struct Metrics {
   int64_t memory_cache_hits = 0;    // runs of a program compiled before
   int64_t memory_cache_misses = 0;  // programs not in memory: built, or loaded from disk
   int64_t disk_cache_hits = 0;      // programs loaded from the disk cache
+  int64_t codegen_skipped = 0;      // disk hits that ran the stored plan: no passes, no codegen
   int64_t native_runs = 0;          // graphs run by native code
   int64_t interpreted_runs = 0;     // graphs run by the reference interpreter
   int64_t kernels = 0;              // kernels in the last native plan

@@ -1,0 +1,97 @@
+# test_short_runs.sh - compiles outlive short runs (issue 13): a script that
+# ends before its background compile finishes hands the compile to a
+# detached compiler, which puts it in the disk cache; the second and third
+# runs with that cache directory run native code from a disk hit, with the
+# passes and codegen skipped. The exit must not wait for the compiler: the
+# time from the script's last line to the end of its output (the process
+# closing stdout at exit) is printed, and bounded generously (a loaded
+# machine); a run with nothing in flight gives the figure to compare with.
+source "$(dirname "$0")/lib.sh" "$@"
+
+# About 0.1 s of interpreted steps on 2 cores: the compile (a few tenths of
+# a second here) is still running at exit.
+cat >"$WORK/short.lua" <<'EOF'
+local x = tensor.rand(2048, 64)
+local w = tensor.rand(64, 64) * 0.1
+for step = 1, 20 do
+  x = ((x:matmul(w) + 0.5):tanh() * 0.9 + x * 0.1):softmax(2)
+  tensor.sync(x)
+end
+local m = tensor.metrics()
+print(string.format("compiles %d disk_hits %d codegen_skipped %d native_runs %d interpreted_runs %d",
+  m.compiles, m.disk_hits, m.codegen_skipped, m.native_runs, m.interpreted_runs))
+print("end")
+EOF
+
+# run_short: runs the script in the background mode (the default), its
+# stdout through a FIFO so that the moment its last line arrives and the
+# moment the output ends (exit) are both seen. Sets METRICS, STATUS and
+# EXIT_MS.
+mkfifo "$WORK/out.fifo"
+run_short() {
+  env -u LAZYLUA_COMPILE "$LAZYLUA" "$WORK/short.lua" >"$WORK/out.fifo" 2>"$WORK/run.stderr" &
+  local pid=$! line last_line_at=""
+  METRICS=""
+  exec 3<"$WORK/out.fifo"
+  while IFS= read -r line <&3; do
+    case $line in
+      end) last_line_at=$EPOCHREALTIME ;;
+      compiles*) METRICS=$line ;;
+    esac
+  done
+  local closed_at=$EPOCHREALTIME
+  exec 3<&-
+  wait $pid
+  STATUS=$?
+  EXIT_MS=$(awk -v a="${last_line_at:-$closed_at}" -v b="$closed_at" \
+    'BEGIN { printf "%d", (b - a) * 1000 }')
+}
+
+# metric NAME: its value in METRICS.
+metric() { echo "$METRICS" | awk -v name="$1" '{ for (i = 1; i < NF; i++) if ($i == name) print $(i + 1) }'; }
+
+# wait_for_entry: until the detached compiler has renamed a record into
+# the cache (60 s at most: a loaded machine).
+wait_for_entry() {
+  local waited=0
+  until ls "$LAZYLUA_CACHE_DIR"/*.rec >/dev/null 2>&1 || [ $waited -ge 600 ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+}
+
+check() {
+  if ! eval "$1"; then
+    echo "  $2"
+    ok=0
+  fi
+}
+
+rm -rf "$LAZYLUA_CACHE_DIR"
+exit_ms_in_flight=0
+for run in 1 2 3; do
+  cases=$((cases + 1))
+  ok=1
+  run_short
+  echo "     run $run: $METRICS; exit $EXIT_MS ms after the last line"
+  check '[ "$STATUS" = 0 ]' "exit status $STATUS"
+  check '[ -n "$METRICS" ]' "no metrics printed"
+  if [ $run = 1 ]; then
+    exit_ms_in_flight=$EXIT_MS
+    # The point of the case: the compile did not finish within the run.
+    check '[ "$(metric compiles)" = 0 ]' "the first run compiled in time: make the script shorter"
+    wait_for_entry
+    check 'ls "$LAZYLUA_CACHE_DIR"/*.so >/dev/null 2>&1' "no object reached the cache after run 1"
+  else
+    check '[ "$(metric disk_hits)" -ge 1 ]' "no disk hit"
+    check '[ "$(metric codegen_skipped)" -ge 1 ]' "the disk hit ran the passes and codegen"
+    check '[ "$(metric compiles)" = 0 ]' "it compiled"
+    check '[ "$(metric native_runs)" -ge 1 ]' "no step ran native code"
+  fi
+  # Generous: what this tells apart is "at once" from "after the compile".
+  check '[ "$EXIT_MS" -lt 1000 ]' "exit took $EXIT_MS ms"
+  [ $ok = 1 ] || sed 's/^/    stderr: /' "$WORK/run.stderr"
+  report_case "short script, run $run" $ok "$WORK/short.lua"
+done
+echo "     exit with a compile in flight $exit_ms_in_flight ms, with none $EXIT_MS ms"
+finish
