@@ -164,7 +164,8 @@ std::string c_unary(UnaryOp op, DType dtype, const std::string& x) {
   }
   // No default above: a row of elementwise_ops.h without a case here does
   // not compile (-Werror=switch); a value outside the enum is our bug.
-  throw InternalError(fmt::format("codegen: no C expression for unary op {}", static_cast<int>(op)));
+  throw InternalError(
+      fmt::format("codegen: no C expression for unary op {}", static_cast<int>(op)));
 }
 
 BinaryOp effective_binary_op(BinaryOp op, DType compute) {
@@ -232,7 +233,8 @@ std::string c_binary(BinaryOp op, DType compute, const std::string& a, const std
     case BinaryOp::logical_xor:
       return fmt::format("((uint8_t)((({}) != 0) != (({}) != 0)))", a, b);
   }
-  throw InternalError(fmt::format("codegen: no C expression for binary op {}", static_cast<int>(op)));
+  throw InternalError(
+      fmt::format("codegen: no C expression for binary op {}", static_cast<int>(op)));
 }
 
 const char* codegen_prelude() {

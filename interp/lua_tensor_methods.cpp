@@ -436,12 +436,12 @@ void register_elementwise_methods(lua_State* L) {
     lua_CFunction in_place_method;
   };
   static const Entry entries[] = {
-#define LAZYLUA_UNARY_ENTRY(name, dtypes, result, cost, fold, algebra, in_place) \
+#define LAZYLUA_UNARY_ENTRY(name, dtypes, result, cost, fold, algebra, in_place)           \
   {#name, "", OpInPlace::in_place == OpInPlace::yes, guarded<unary_method<UnaryOp::name>>, \
    guarded<unary_inplace<UnaryOp::name>>},
       LAZYLUA_UNARY_OPS(LAZYLUA_UNARY_ENTRY)
 #undef LAZYLUA_UNARY_ENTRY
-#define LAZYLUA_BINARY_ENTRY(name, dtypes, result, cost, fold, in_place, int_errors, alias) \
+#define LAZYLUA_BINARY_ENTRY(name, dtypes, result, cost, fold, in_place, int_errors, alias)     \
   {#name, alias, OpInPlace::in_place == OpInPlace::yes, guarded<binary_method<BinaryOp::name>>, \
    guarded<binary_inplace<BinaryOp::name>>},
           LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_ENTRY)

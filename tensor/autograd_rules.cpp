@@ -144,7 +144,7 @@ Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, cons
   }
   // No default above: a row of elementwise_ops.h without a rule here does
   // not compile (-Werror=switch), never a silently missing gradient.
-  throw InternalError(fmt::format("no gradient rule for unary op {}", unary_op_name(op)));
+  throw InternalError(fmt::format("no gradient rule for unary op {}", static_cast<int>(op)));
 }
 
 // Gradients of binary op (a, b) -> y, all of dtype dt; each only if wanted.

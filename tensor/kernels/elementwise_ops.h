@@ -135,16 +135,16 @@ struct BinaryTraits {
 };
 
 inline constexpr UnaryTraits kUnaryTraits[] = {
-#define LAZYLUA_UNARY_TRAITS(name, dtypes, result, cost, fold, algebra, in_place)             \
-  {#name,           OpDtypes::dtypes,       OpResult::result, OpCost::cost, OpFold::fold, \
-   OpAlgebra::algebra, OpInPlace::in_place},
+#define LAZYLUA_UNARY_TRAITS(name, dtypes, result, cost, fold, algebra, in_place) \
+  {#name,        OpDtypes::dtypes,   OpResult::result,   OpCost::cost,            \
+   OpFold::fold, OpAlgebra::algebra, OpInPlace::in_place},
     LAZYLUA_UNARY_OPS(LAZYLUA_UNARY_TRAITS)
 #undef LAZYLUA_UNARY_TRAITS
 };
 
 inline constexpr BinaryTraits kBinaryTraits[] = {
 #define LAZYLUA_BINARY_TRAITS(name, dtypes, result, cost, fold, in_place, int_errors, alias) \
-  {#name,       OpDtypes::dtypes,        OpResult::result,       OpCost::cost,          \
+  {#name,        OpDtypes::dtypes,    OpResult::result,        OpCost::cost,                 \
    OpFold::fold, OpInPlace::in_place, OpIntErrors::int_errors, alias},
     LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_TRAITS)
 #undef LAZYLUA_BINARY_TRAITS

@@ -18,8 +18,8 @@
  *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80; exp and sigmoid 0.76 where
  *        subnormal. Max relative error 7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
  *   f64  exp 0.56  expm1 0.73  log 0.74  tanh 0.67  sigmoid 0.56 (0.75 subnormal), 49M samples;
- *        log2, log1p, gelu (0.89), erf, erfc, pow, sin, cos, tan, atan2, float % call libm (loops not
- *        vectorized; the same libm in every tier, as generated code runs in-process).
+ *        log2, log1p, gelu (0.89), erf, erfc, pow, sin, cos, tan, atan2, float % call libm
+ *        (loops not vectorized; the same libm in every tier, as generated code runs in-process).
  * Special values follow C99 Annex F (NaN -> NaN, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
  * tanh(+-inf) = +-1, sigmoid(+-inf) = 1, 0, gelu(-inf) = -0, signed zeros kept); ll_powf
  * matches powf in every special case. Unlike libm, ll_sinf/ll_cosf/ll_tanf return NaN for

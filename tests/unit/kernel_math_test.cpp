@@ -777,14 +777,13 @@ TEST(KernelMath, FloatToIntegerConversion) {
 // Unary and binary loops over a constant count (GCC 12's -O2 cost model,
 // "very cheap", vectorizes only loops that need no scalar remainder) and,
 // for -fvect-cost-model=cheap, over a count known at run time.
-const char* const kUnaryF32[] = {"ll_expf",   "ll_expm1f", "ll_logf",     "ll_log2f",
-                                 "ll_log1pf", "ll_tanhf",  "ll_sigmoidf", "ll_geluf",
-                                 "ll_sqrtf",  "ll_sinf",   "ll_cosf",     "ll_tanf",
-                                 "ll_floorf", "ll_ceilf",  "ll_truncf",   "ll_roundf",
-                                 "ll_erff",   "ll_erfcf",  "ll_exp2f",    "ll_fracf"};
-const char* const kUnaryF64[] = {"ll_exp",  "ll_expm1", "ll_log",  "ll_tanh",  "ll_sigmoid",
-                                 "ll_sqrt", "ll_floor", "ll_ceil", "ll_trunc", "ll_round",
-                                 "ll_exp2", "ll_frac"};
+const char* const kUnaryF32[] = {"ll_expf",   "ll_expm1f",   "ll_logf",   "ll_log2f", "ll_log1pf",
+                                 "ll_tanhf",  "ll_sigmoidf", "ll_geluf",  "ll_sqrtf", "ll_sinf",
+                                 "ll_cosf",   "ll_tanf",     "ll_floorf", "ll_ceilf", "ll_truncf",
+                                 "ll_roundf", "ll_erff",     "ll_erfcf",  "ll_exp2f", "ll_fracf"};
+const char* const kUnaryF64[] = {"ll_exp",     "ll_expm1", "ll_log",   "ll_tanh",
+                                 "ll_sigmoid", "ll_sqrt",  "ll_floor", "ll_ceil",
+                                 "ll_trunc",   "ll_round", "ll_exp2",  "ll_frac"};
 struct BinaryLoop {
   const char* function;
   const char* type;
