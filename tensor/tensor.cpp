@@ -757,7 +757,8 @@ Tensor flip(const Tensor& a, const std::vector<int>& dims) {
     const int64_t n = a->shape[dim];
     if (n <= 1) continue;
     using ops::Scalar;
-    const Array reversed = ops::arange(Scalar::from_integer(n - 1), Scalar::from_integer(-1),
+    // index_select takes 1-based positions, as the Lua API does.
+    const Array reversed = ops::arange(Scalar::from_integer(n), Scalar::from_integer(0),
                                        Scalar::from_integer(-1), DType::i64);
     out = index_select(out, dim, make_tensor(a->context.get(), reversed));
   }
