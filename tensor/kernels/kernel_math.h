@@ -383,14 +383,15 @@ LL_MATH float ll_atan2f(float y, float x) { return atan2f(y, x); }
 LL_MATH double ll_atan2(double y, double x) { return atan2(y, x); }
 
 /* ---- exp2, erf, erfc. float32 ones are computed in double and rounded once (errors 0.5 ulp plus
- * the double's ~1e-12 relative): 2^x = e^(x ln2), x ln2 off by < 2^-53 |x ln2|. float64 exp2: x = k
- * + f, k = round(x), f exact, e^(f ln2) with ln2 in two parts, as exp; 2^-1075 rounds to 0. */
-LL_VECTOR float ll_exp2f(float x) { return (float)ll_exp((double)x * 0.6931471805599453); }
+ * the double's ~1e-12 relative). exp2: x = k + f, k = round(x), f exact, e^(f ln2) with ln2 in two
+ * parts, as exp; exact for integer x (so the float 2^-150 is a tie that rounds to 0); 2^-1075
+ * rounds to 0. */
 LL_VECTOR double ll_exp2(double x) {
   double c = llm_clampd(x, -1076.0, 1025.0), shifted = c + LLM_MAGIC, f = c - (shifted - LLM_MAGIC);
   double r = f * 0.6931471805599453, r_lo = LLM_FMA(f, 0.6931471805599453, -r) + f * 2.3190468138462996e-17;
   return llm_exp_scale_d(llm_exp_poly_d(r, r_lo, shifted));
 }
+LL_VECTOR float ll_exp2f(float x) { return (float)ll_exp2((double)x); }
 /* erf a, a = |x| < 2.5: 2/sqrt(pi) a e^-a^2 S(a^2), S(z) = sum (2z)^n / (2n+1)!! (positive terms: no
  * cancellation; 34 terms, truncation < 1e-12 at 2.5). erfc a, a >= 2.5: e^-a^2 / sqrt(pi) / F(a), F
  * Laplace's continued fraction a + (1/2)/(a + 1/(a + (3/2)/(a + ...))), 20 levels (< 2e-11 at
