@@ -209,7 +209,7 @@ std::string KernelWriter::node_code(int id) {
   switch (instruction.op) {
     case Op::unary: {
       const auto op = static_cast<UnaryOp>(instruction.sub_op);
-      value = op == UnaryOp::logical_not
+      value = traits(op).dtypes == OpDtypes::any
                   ? c_unary(op, input_dtype(0), input(0))
                   : c_unary(op, node.dtype, c_convert(input_dtype(0), node.dtype, input(0)));
       break;

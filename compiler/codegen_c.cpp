@@ -153,8 +153,19 @@ std::string c_unary(UnaryOp op, DType dtype, const std::string& x) {
       return math("gelu", dtype, x);
     case UnaryOp::logical_not:
       return fmt::format("((uint8_t)(({}) == 0))", x);
+    case UnaryOp::erf:
+      return math("erf", dtype, x);
+    case UnaryOp::erfc:
+      return math("erfc", dtype, x);
+    case UnaryOp::exp2:
+      return math("exp2", dtype, x);
+    case UnaryOp::frac:
+      return integer ? fmt::format("(({})0)", t) : math("frac", dtype, x);
   }
-  return x;
+  // No default above: a row of elementwise_ops.h without a case here does
+  // not compile (-Werror=switch); a value outside the enum is our bug.
+  throw InternalError(
+      fmt::format("codegen: no C expression for unary op {}", static_cast<int>(op)));
 }
 
 BinaryOp effective_binary_op(BinaryOp op, DType compute) {
@@ -222,7 +233,8 @@ std::string c_binary(BinaryOp op, DType compute, const std::string& a, const std
     case BinaryOp::logical_xor:
       return fmt::format("((uint8_t)((({}) != 0) != (({}) != 0)))", a, b);
   }
-  return a;
+  throw InternalError(
+      fmt::format("codegen: no C expression for binary op {}", static_cast<int>(op)));
 }
 
 const char* codegen_prelude() {

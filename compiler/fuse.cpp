@@ -39,8 +39,7 @@ constexpr int kMaxKernelOps = 256;
 bool can_fail_inline(const Instruction& instruction) {
   if (is_indexed_read(instruction.op) || instruction.op == Op::scatter_add) return true;
   if (instruction.op != Op::binary || is_floating(instruction.dtype)) return false;
-  const auto op = static_cast<BinaryOp>(instruction.sub_op);
-  return op == BinaryOp::floordiv || op == BinaryOp::mod || op == BinaryOp::pow;
+  return traits(static_cast<BinaryOp>(instruction.sub_op)).int_errors == OpIntErrors::may_fail;
 }
 
 bool has_index_dtype(const Program& program, int input) {
@@ -48,36 +47,14 @@ bool has_index_dtype(const Program& program, int input) {
   return dtype == DType::i64 || dtype == DType::i32;
 }
 
-// Ops worth storing rather than recomputing in a second kernel.
+// Ops worth storing rather than recomputing in a second kernel (the cost
+// column of elementwise_ops.h).
 bool is_expensive(const Instruction& instruction) {
   if (instruction.op == Op::unary) {
-    switch (static_cast<UnaryOp>(instruction.sub_op)) {
-      case UnaryOp::exp:
-      case UnaryOp::expm1:
-      case UnaryOp::log:
-      case UnaryOp::log1p:
-      case UnaryOp::log2:
-      case UnaryOp::sin:
-      case UnaryOp::cos:
-      case UnaryOp::tan:
-      case UnaryOp::tanh:
-      case UnaryOp::sigmoid:
-      case UnaryOp::gelu:
-        return true;
-      default:
-        return false;
-    }
+    return traits(static_cast<UnaryOp>(instruction.sub_op)).cost == OpCost::expensive;
   }
   if (instruction.op == Op::binary) {
-    switch (static_cast<BinaryOp>(instruction.sub_op)) {
-      case BinaryOp::pow:
-      case BinaryOp::atan2:
-      case BinaryOp::floordiv:
-      case BinaryOp::mod:
-        return true;
-      default:
-        return false;
-    }
+    return traits(static_cast<BinaryOp>(instruction.sub_op)).cost == OpCost::expensive;
   }
   return false;
 }

@@ -227,7 +227,7 @@ RuleResult negate_from_zero(Rewriter& rewriter, const Instruction& instruction) 
 // --x = x, not not x = (x != 0).
 RuleResult cancel_involution(Rewriter& rewriter, const Instruction& instruction) {
   const auto op = static_cast<UnaryOp>(instruction.sub_op);
-  if (op != UnaryOp::neg && op != UnaryOp::logical_not) return std::nullopt;
+  if (traits(op).algebra != OpAlgebra::involution) return std::nullopt;
   const Instruction& inner = rewriter.at(instruction.inputs[0]);
   if (inner.op != Op::unary || inner.sub_op != instruction.sub_op) return std::nullopt;
   return converted_like(rewriter, inner.inputs[0], instruction);
@@ -235,18 +235,8 @@ RuleResult cancel_involution(Rewriter& rewriter, const Instruction& instruction)
 
 // f(f(x)) = f(x).
 RuleResult collapse_idempotent(Rewriter& rewriter, const Instruction& instruction) {
-  switch (static_cast<UnaryOp>(instruction.sub_op)) {
-    case UnaryOp::abs:
-    case UnaryOp::sign:
-    case UnaryOp::relu:
-    case UnaryOp::floor:
-    case UnaryOp::ceil:
-    case UnaryOp::round:
-    case UnaryOp::trunc:
-      break;
-    default:
-      return std::nullopt;
-  }
+  const auto op = static_cast<UnaryOp>(instruction.sub_op);
+  if (traits(op).algebra != OpAlgebra::idempotent) return std::nullopt;
   const Instruction& inner = rewriter.at(instruction.inputs[0]);
   if (inner.op != Op::unary || inner.sub_op != instruction.sub_op) return std::nullopt;
   return converted_like(rewriter, instruction.inputs[0], instruction);

@@ -352,6 +352,26 @@ int permute(lua_State* L) {
   return push(L, autograd::permute(self, order));
 }
 
+// t:flip(dim, ...) or t:flip({dims}), as torch.flip.
+int flip(lua_State* L) {
+  const Tensor& self = self_tensor(L, "flip");
+  std::vector<int> dims;
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    const int count = static_cast<int>(lua_rawlen(L, 2));
+    for (int i = 1; i <= count && i <= kMaxDims + 1; i++) {
+      lua_rawgeti(L, 2, i);
+      const int value = lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
+      lua_pop(L, 1);
+      dims.push_back(normalize_dim(value, rank_of(self), "flip"));
+    }
+  } else {
+    for (int arg = 2; arg <= lua_gettop(L) && arg <= kMaxDims + 2; arg++) {
+      dims.push_back(check_dim(L, arg, rank_of(self), "flip"));
+    }
+  }
+  return push(L, autograd::flip(self, dims));
+}
+
 int narrow(lua_State* L) {
   const Tensor& self = self_tensor(L, "narrow");
   const int d = check_dim(L, 2, rank_of(self), "narrow");
@@ -404,31 +424,48 @@ int index_select(lua_State* L) {
   return push(L, autograd::index_select(self, d, check_tensor(L, 3, "index_select")));
 }
 
+// The elementwise methods, from the op table (elementwise_ops.h): each op
+// under its name, its alias if any, and `name_` where it has an in-place
+// form.
+void register_elementwise_methods(lua_State* L) {
+  struct Entry {
+    const char* name;
+    const char* alias;
+    bool in_place;
+    lua_CFunction method;
+    lua_CFunction in_place_method;
+  };
+  static const Entry entries[] = {
+#define LAZYLUA_UNARY_ENTRY(name, dtypes, result, cost, fold, algebra, in_place)           \
+  {#name, "", OpInPlace::in_place == OpInPlace::yes, guarded<unary_method<UnaryOp::name>>, \
+   guarded<unary_inplace<UnaryOp::name>>},
+      LAZYLUA_UNARY_OPS(LAZYLUA_UNARY_ENTRY)
+#undef LAZYLUA_UNARY_ENTRY
+#define LAZYLUA_BINARY_ENTRY(name, dtypes, result, cost, fold, in_place, int_errors, alias)     \
+  {#name, alias, OpInPlace::in_place == OpInPlace::yes, guarded<binary_method<BinaryOp::name>>, \
+   guarded<binary_inplace<BinaryOp::name>>},
+          LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_ENTRY)
+#undef LAZYLUA_BINARY_ENTRY
+  };
+  for (const Entry& entry : entries) {
+    lua_pushcfunction(L, entry.method);
+    lua_setfield(L, -2, entry.name);
+    if (entry.alias[0] != '\0') {
+      lua_pushcfunction(L, entry.method);
+      lua_setfield(L, -2, entry.alias);
+    }
+    if (entry.in_place) {
+      lua_pushcfunction(L, entry.in_place_method);
+      lua_setfield(L, -2, (std::string(entry.name) + "_").c_str());
+    }
+  }
+}
+
 }  // namespace
 
 void register_methods(lua_State* L) {
+  register_elementwise_methods(L);
   static const luaL_Reg methods[] = {
-#define LAZYLUA_UNARY_ENTRY(name) {#name, guarded<unary_method<UnaryOp::name>>},
-      LAZYLUA_UNARY_OPS(LAZYLUA_UNARY_ENTRY)
-#undef LAZYLUA_UNARY_ENTRY
-#define LAZYLUA_BINARY_ENTRY(name) {#name, guarded<binary_method<BinaryOp::name>>},
-          LAZYLUA_BINARY_OPS(LAZYLUA_BINARY_ENTRY)
-#undef LAZYLUA_BINARY_ENTRY
-              {"floor_divide", guarded<binary_method<BinaryOp::floordiv>>},
-      {"remainder", guarded<binary_method<BinaryOp::mod>>},
-      {"exp_", guarded<unary_inplace<UnaryOp::exp>>},
-      {"log_", guarded<unary_inplace<UnaryOp::log>>},
-      {"sqrt_", guarded<unary_inplace<UnaryOp::sqrt>>},
-      {"tanh_", guarded<unary_inplace<UnaryOp::tanh>>},
-      {"sigmoid_", guarded<unary_inplace<UnaryOp::sigmoid>>},
-      {"relu_", guarded<unary_inplace<UnaryOp::relu>>},
-      {"abs_", guarded<unary_inplace<UnaryOp::abs>>},
-      {"neg_", guarded<unary_inplace<UnaryOp::neg>>},
-      {"add_", guarded<binary_inplace<BinaryOp::add>>},
-      {"sub_", guarded<binary_inplace<BinaryOp::sub>>},
-      {"mul_", guarded<binary_inplace<BinaryOp::mul>>},
-      {"div_", guarded<binary_inplace<BinaryOp::div>>},
-      {"pow_", guarded<binary_inplace<BinaryOp::pow>>},
       {"clamp", guarded<clamp>},
       {"clamp_", guarded<clamp_inplace>},
       {"fill_", guarded<fill_inplace>},
@@ -479,6 +516,7 @@ void register_methods(lua_State* L) {
       {"flatten", guarded<flatten>},
       {"gather", guarded<gather>},
       {"index_select", guarded<index_select>},
+      {"flip", guarded<flip>},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, methods, 0);

@@ -91,6 +91,7 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim);
 Tensor stack(const std::vector<Tensor>& inputs, int dim);
 Tensor gather(const Tensor& a, int dim, const Tensor& index);
 Tensor index_select(const Tensor& a, int dim, const Tensor& index);
+Tensor flip(const Tensor& a, const std::vector<int>& dims);
 Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window);
 Tensor max_pool2d(const Tensor& x, const Window2d& window);

@@ -125,6 +125,14 @@ Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, cons
       const Tensor pdf = mul(apply(UnaryOp::exp, mul(mul(x, x), -0.5)), 1 / std::sqrt(2 * M_PI));
       return mul(g, add(cdf, mul(x, pdf)));
     }
+    case UnaryOp::erf:  // 2/sqrt(pi) e^(-x^2)
+      return mul(g, mul(apply(UnaryOp::exp, neg(mul(x, x))), 2 / std::sqrt(M_PI)));
+    case UnaryOp::erfc:
+      return mul(g, mul(apply(UnaryOp::exp, neg(mul(x, x))), -2 / std::sqrt(M_PI)));
+    case UnaryOp::exp2:
+      return mul(g, mul(y, std::log(2.0)));
+    case UnaryOp::frac:  // x - trunc(x): 1 almost everywhere
+      return g;
     case UnaryOp::sign:
     case UnaryOp::floor:
     case UnaryOp::ceil:
@@ -132,9 +140,11 @@ Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, cons
     case UnaryOp::trunc:
       return zeros(c, dt, x->shape);
     case UnaryOp::logical_not:
-      break;
+      return Tensor{};  // a bool result: never differentiated
   }
-  return Tensor{};
+  // No default above: a row of elementwise_ops.h without a rule here does
+  // not compile (-Werror=switch), never a silently missing gradient.
+  throw InternalError(fmt::format("no gradient rule for unary op {}", static_cast<int>(op)));
 }
 
 // Gradients of binary op (a, b) -> y, all of dtype dt; each only if wanted.
@@ -194,7 +204,15 @@ std::pair<Tensor, Tensor> binary_grad(BinaryOp op, Context* c, const Tensor& g, 
     case BinaryOp::floordiv:
       ga = zeros(c, dt, g->shape), gb = ga;
       break;
-    default:
+    case BinaryOp::eq:
+    case BinaryOp::ne:
+    case BinaryOp::lt:
+    case BinaryOp::le:
+    case BinaryOp::gt:
+    case BinaryOp::ge:
+    case BinaryOp::logical_and:
+    case BinaryOp::logical_or:
+    case BinaryOp::logical_xor:
       break;  // comparisons and logic: bool results, never differentiated
   }
   return {want_a ? ga : Tensor{}, want_b ? gb : Tensor{}};
@@ -520,6 +538,13 @@ Tensor gather(const Tensor& a, int dim, const Tensor& index) {
   return attach(out, "gather", {a}, [=](const Tensor& g) -> Grads {
     return {lazylua::scatter_add(zeros(c, g->dtype, shape), dim, restore(c, si), g)};
   });
+}
+
+Tensor flip(const Tensor& a, const std::vector<int>& dims) {
+  Tensor out = lazylua::flip(a, dims);
+  if (!needs_grad(a)) return out;
+  return attach(out, "flip", {a},
+                [=](const Tensor& g) -> Grads { return {lazylua::flip(g, dims)}; });
 }
 
 Tensor index_select(const Tensor& a, int dim, const Tensor& index) {

@@ -58,7 +58,7 @@ Array run_binary(BinaryOp op, const Array& a, const Array& b, DType compute) {
 }
 
 DType unary_dtype(UnaryOp op, DType input) {
-  if (op == UnaryOp::logical_not) return input;
+  if (traits(op).dtypes == OpDtypes::any) return input;
   if (unary_needs_float(op)) return is_floating(input) ? input : kDefaultFloat;
   return input == DType::boolean ? DType::i64 : input;
 }
@@ -109,7 +109,7 @@ Array detach_overlap(const Array& input, const Array& target) {
 }  // namespace
 
 DType binary_compute_dtype(BinaryOp op, DType promoted) {
-  if (op == BinaryOp::div || op == BinaryOp::atan2) {
+  if (traits(op).dtypes == OpDtypes::floats) {
     return is_floating(promoted) ? promoted : kDefaultFloat;
   }
   const bool logical = op == BinaryOp::add || op == BinaryOp::mul || op == BinaryOp::sub ||
@@ -218,7 +218,7 @@ Array randperm(int64_t n) {
 
 Array unary(UnaryOp op, const Array& a) {
   const DType type = unary_dtype(op, a.dtype);
-  Array out = Array::empty(a.shape, op == UnaryOp::logical_not ? DType::boolean : type);
+  Array out = Array::empty(a.shape, traits(op).result == OpResult::boolean ? DType::boolean : type);
   if (!in_meta_scope()) unary_kernel(op, cast(a, type), out);
   return out;
 }

@@ -742,6 +742,29 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   return record(context_of(a), Op::index_select, 0, m, {value_of(a), value_of(index)}, {dim});
 }
 
+// flip is not an IR op: it is one index_select per flipped dim, with the
+// reversed positions as i64 data (a graph input, so a training step's graph
+// stays the same). The tiers then share index_select's kernels and
+// lowering, and flip needs no shape rule, view inverse, fusion case or C
+// code of its own.
+Tensor flip(const Tensor& a, const std::vector<int>& dims) {
+  std::vector<bool> seen(a->shape.rank(), false);
+  Tensor out = a;
+  for (int dim : dims) {
+    LAZYLUA_ASSERT(dim >= 0 && dim < a->shape.rank());
+    if (seen[dim]) fail("flip: dim {} appears more than once", dim + 1);
+    seen[dim] = true;
+    const int64_t n = a->shape[dim];
+    if (n <= 1) continue;
+    using ops::Scalar;
+    // index_select takes 1-based positions, as the Lua API does.
+    const Array reversed = ops::arange(Scalar::from_integer(n), Scalar::from_integer(0),
+                                       Scalar::from_integer(-1), DType::i64);
+    out = index_select(out, dim, make_tensor(a->context.get(), reversed));
+  }
+  return out.get() == a.get() ? clone(a) : out;  // a new tensor, never an alias
+}
+
 // ---- Convolution and pooling ----
 
 namespace {

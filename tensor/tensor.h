@@ -138,6 +138,9 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim);
 Tensor stack(const std::vector<Tensor>& inputs, int dim);
 Tensor gather(const Tensor& a, int dim, const Tensor& index);
 Tensor index_select(const Tensor& a, int dim, const Tensor& index);
+// The elements in reverse order along each of `dims` (0-based, distinct), a
+// new tensor (torch.flip).
+Tensor flip(const Tensor& a, const std::vector<int>& dims);
 Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
 
 // Convolution and max pooling over [N, C, H, W] (ops::conv2d and friends).

@@ -1,4 +1,4 @@
-// elementwise.cpp - op names, and the data-movement kernels: copy (with
+// elementwise.cpp - the data-movement kernels: copy (with
 // dtype conversion), fill, arange, where, any/all. The unary and binary
 // math lives in elementwise_unary.cpp and elementwise_binary.cpp.
 #include "elementwise.h"
@@ -12,45 +12,6 @@
 #include "elementwise_loops.h"
 
 namespace lazylua {
-
-const char* unary_op_name(UnaryOp op) {
-  switch (op) {
-#define LAZYLUA_NAME(name) \
-  case UnaryOp::name:      \
-    return #name;
-    LAZYLUA_UNARY_OPS(LAZYLUA_NAME)
-#undef LAZYLUA_NAME
-  }
-  return "?";
-}
-
-const char* binary_op_name(BinaryOp op) {
-  switch (op) {
-#define LAZYLUA_NAME(name) \
-  case BinaryOp::name:     \
-    return #name;
-    LAZYLUA_BINARY_OPS(LAZYLUA_NAME)
-#undef LAZYLUA_NAME
-  }
-  return "?";
-}
-
-bool binary_is_comparison(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::eq:
-    case BinaryOp::ne:
-    case BinaryOp::lt:
-    case BinaryOp::le:
-    case BinaryOp::gt:
-    case BinaryOp::ge:
-    case BinaryOp::logical_and:
-    case BinaryOp::logical_or:
-    case BinaryOp::logical_xor:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace elementwise {
 namespace {

@@ -7,55 +7,20 @@
 #include <optional>
 
 #include "../array.h"
+#include "elementwise_ops.h"
 
 namespace lazylua {
 
-// Unary ops. Float-only ops (exp ... gelu) are only called with f32/f64;
-// the op layer promotes integer inputs first. abs/neg/sign/square keep ints.
-//   neg/abs/square wrap on integers (abs(minint) = minint), as Lua does.
-//   relu(NaN) = NaN, relu(-0) = -0; round halves go to even (torch.round).
+// Unary and binary ops: the table in elementwise_ops.h, with their
+// semantics. Unary: float-only ops are only called with f32/f64 (the op
+// layer promotes integer inputs first); neg/abs/sign/square keep ints.
 //   sigmoid is computed stably from exp(-|x|); gelu is the exact erf form,
 //     evaluated as 0.5 x erfc(-x/sqrt2) (no cancellation for x < 0), with
 //     the limits gelu(+inf) = inf, gelu(-inf) = -0.
 //   Float transcendentals and rounding are kernel_math.h's, the functions
 //     generated code calls: the same bits in every tier (errors, < 1 ulp
-//     but gelu, listed there; float32 sin/cos/tan give NaN beyond 6e6).
-#define LAZYLUA_UNARY_OPS(X) \
-  X(neg)                     \
-  X(abs)                     \
-  X(sign)                    \
-  X(square)                  \
-  X(exp)                     \
-  X(expm1)                   \
-  X(log)                     \
-  X(log1p)                   \
-  X(log2)                    \
-  X(sqrt)                    \
-  X(rsqrt)                   \
-  X(reciprocal)              \
-  X(sin)                     \
-  X(cos)                     \
-  X(tan)                     \
-  X(tanh)                    \
-  X(sigmoid)                 \
-  X(relu)                    \
-  X(gelu)                    \
-  X(floor)                   \
-  X(ceil)                    \
-  X(round)                   \
-  X(trunc)                   \
-  X(logical_not)
-
-enum class UnaryOp {
-#define LAZYLUA_ENUM_ITEM(name) name,
-  LAZYLUA_UNARY_OPS(LAZYLUA_ENUM_ITEM)
-#undef LAZYLUA_ENUM_ITEM
-};
-const char* unary_op_name(UnaryOp op);
-// True for ops whose result is meaningful only in floating point (the op
-// layer turns an integer input into the default float type first).
-bool unary_needs_float(UnaryOp op);
-
+//     but gelu, erf and erfc, listed there; float32 sin/cos/tan give NaN
+//     beyond 6e6).
 // Binary ops. Comparisons and logical ops produce bool.
 //   div: true division (floats only; the op layer promotes ints).
 //   floordiv: floor(a / b); for ints rounds toward -inf like Lua's //, and
@@ -72,34 +37,6 @@ bool unary_needs_float(UnaryOp op);
 //     raises Error "Integers to negative integer powers are not allowed."
 //     unless the base is 1 or -1); floats use kernel_math.h's pow.
 //   maximum/minimum: elementwise; NaN propagates for floats.
-#define LAZYLUA_BINARY_OPS(X) \
-  X(add)                      \
-  X(sub)                      \
-  X(mul)                      \
-  X(div)                      \
-  X(floordiv)                 \
-  X(mod)                      \
-  X(pow)                      \
-  X(maximum)                  \
-  X(minimum)                  \
-  X(atan2)                    \
-  X(eq)                       \
-  X(ne)                       \
-  X(lt)                       \
-  X(le)                       \
-  X(gt)                       \
-  X(ge)                       \
-  X(logical_and)              \
-  X(logical_or)               \
-  X(logical_xor)
-
-enum class BinaryOp {
-#define LAZYLUA_ENUM_ITEM(name) name,
-  LAZYLUA_BINARY_OPS(LAZYLUA_ENUM_ITEM)
-#undef LAZYLUA_ENUM_ITEM
-};
-const char* binary_op_name(BinaryOp op);
-bool binary_is_comparison(BinaryOp op);  // eq..ge and logical_*: result is bool
 
 // out = op(in). `in` and `out` have equal shapes; `in` may have any strides
 // (including 0) and dtype equal to out's (for logical_not: any dtype in, bool

@@ -21,9 +21,6 @@ namespace {
 template <typename T>
 using Unsigned = std::make_unsigned_t<T>;
 
-// Which dtypes an op accepts (the op layer converts the others first).
-enum class Support { floats, numbers, all };
-
 // Whether an element costs a scalar libm call: such loops do not vectorize
 // and are worth splitting across threads much earlier.
 struct Cheap {
@@ -44,7 +41,6 @@ struct LibmAlways {
 namespace unary_functions {
 
 struct neg : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>) {
@@ -55,7 +51,6 @@ struct neg : Cheap {
   }
 };
 struct abs : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>) {  // abs(INT_MIN) wraps to INT_MIN
@@ -66,14 +61,12 @@ struct abs : Cheap {
   }
 };
 struct sign : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {  // 0, -0 and NaN give themselves
     return x > T{0} ? T{1} : (x < T{0} ? T(-1) : x);
   }
 };
 struct square : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>) {
@@ -84,7 +77,6 @@ struct square : Cheap {
   }
 };
 struct relu : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {  // NaN < 0 is false: relu(NaN) = NaN
     return x < T{0} ? T{0} : x;
@@ -94,7 +86,6 @@ struct relu : Cheap {
 // kernel_math.h's, built on nearbyint, since GCC does not vectorize
 // std::floor, std::ceil or std::trunc.
 struct floor : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>)
@@ -106,7 +97,6 @@ struct floor : Cheap {
   }
 };
 struct ceil : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>)
@@ -120,7 +110,6 @@ struct ceil : Cheap {
 // Halves go to the even neighbour (nearbyint in the default rounding mode),
 // like torch.round and NumPy.
 struct round : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>)
@@ -132,7 +121,6 @@ struct round : Cheap {
   }
 };
 struct trunc : Cheap {
-  static constexpr Support support = Support::numbers;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     if constexpr (std::is_integral_v<T>)
@@ -143,12 +131,23 @@ struct trunc : Cheap {
       return ll_trunc(x);
   }
 };
+// x - trunc(x): 0 for integers; frac(+-inf) = NaN, as PyTorch.
+struct frac : Cheap {
+  template <typename T>
+  [[gnu::always_inline]] static T apply(T x) {
+    if constexpr (std::is_integral_v<T>)
+      return T{0};
+    else if constexpr (std::is_same_v<T, float>)
+      return ll_fracf(x);
+    else
+      return ll_frac(x);
+  }
+};
 
 // The float functions of kernel_math.h vectorize; its float64 log2, log1p,
 // sin, cos, tan and gelu call libm (as generated code does).
 #define LAZYLUA_MATH_OP(name, base, cost)                                          \
   struct name : cost {                                                             \
-    static constexpr Support support = Support::floats;                            \
     [[gnu::always_inline]] static float apply(float x) { return ll_##base##f(x); } \
     [[gnu::always_inline]] static double apply(double x) { return ll_##base(x); }  \
   };
@@ -168,16 +167,19 @@ LAZYLUA_MATH_OP(sigmoid, sigmoid, Cheap)
 // The exact form, PyTorch's default: 0.5 x (1 + erf(x / sqrt2)), evaluated
 // as 0.5 x erfc(-x / sqrt2), which does not cancel for negative x.
 LAZYLUA_MATH_OP(gelu, gelu, LibmForDouble)
+// erf, erfc and exp2 in float32 are computed in double (kernel_math.h);
+// float64 erf and erfc call libm.
+LAZYLUA_MATH_OP(erf, erf, LibmForDouble)
+LAZYLUA_MATH_OP(erfc, erfc, LibmForDouble)
+LAZYLUA_MATH_OP(exp2, exp2, Cheap)
 #undef LAZYLUA_MATH_OP
 struct rsqrt : Cheap {
-  static constexpr Support support = Support::floats;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     return T{1} / std::sqrt(x);  // as generated code: 1 / sqrt(x), both correctly rounded
   }
 };
 struct reciprocal : Cheap {
-  static constexpr Support support = Support::floats;
   template <typename T>
   [[gnu::always_inline]] static T apply(T x) {
     return T{1} / x;
@@ -187,7 +189,6 @@ struct reciprocal : Cheap {
 // Any dtype in, bool out: true where the input is zero (-0.0 counts as
 // zero, NaN as nonzero).
 struct logical_not : Cheap {
-  static constexpr Support support = Support::all;
   template <typename T>
   [[gnu::always_inline]] static uint8_t apply(T x) {
     return static_cast<uint8_t>(x == T{0});
@@ -210,9 +211,11 @@ void run_unary(const Array& in, const Array& out) {
   unary_loop<T, T>(in, out, grain, ApplyUnary<Op, T>{});
 }
 
-template <typename Op>
+// Which dtypes the op accepts is its row in elementwise_ops.h (the op layer
+// converts the others first).
+template <typename Op, OpDtypes dtypes>
 void dispatch_unary(UnaryOp op, const Array& in, const Array& out) {
-  if constexpr (Op::support == Support::all) {
+  if constexpr (dtypes == OpDtypes::any) {
     LAZYLUA_ASSERT(out.dtype == DType::boolean);
     visit_storage(in.dtype, [&](auto type) {
       using T = decltype(type);
@@ -227,10 +230,10 @@ void dispatch_unary(UnaryOp op, const Array& in, const Array& out) {
       case DType::f64:
         return run_unary<Op, double>(in, out);
       case DType::i32:
-        if constexpr (Op::support == Support::numbers) return run_unary<Op, int32_t>(in, out);
+        if constexpr (dtypes == OpDtypes::numbers) return run_unary<Op, int32_t>(in, out);
         break;
       case DType::i64:
-        if constexpr (Op::support == Support::numbers) return run_unary<Op, int64_t>(in, out);
+        if constexpr (dtypes == OpDtypes::numbers) return run_unary<Op, int64_t>(in, out);
         break;
       case DType::boolean:
         break;
@@ -302,23 +305,12 @@ void clamp_loop(const Array& in, bool has_low, double low, bool has_high, double
 
 using namespace elementwise;
 
-bool unary_needs_float(UnaryOp op) {
-  switch (op) {
-#define LAZYLUA_NEEDS_FLOAT(name) \
-  case UnaryOp::name:             \
-    return unary_functions::name::support == Support::floats;
-    LAZYLUA_UNARY_OPS(LAZYLUA_NEEDS_FLOAT)
-#undef LAZYLUA_NEEDS_FLOAT
-  }
-  return false;
-}
-
 void unary_kernel(UnaryOp op, const Array& in, const Array& out) {
   LAZYLUA_ASSERT(in.shape == out.shape);
   switch (op) {
-#define LAZYLUA_DISPATCH_UNARY(name) \
-  case UnaryOp::name:                \
-    return dispatch_unary<unary_functions::name>(op, in, out);
+#define LAZYLUA_DISPATCH_UNARY(name, dtypes, ...) \
+  case UnaryOp::name:                             \
+    return dispatch_unary<unary_functions::name, OpDtypes::dtypes>(op, in, out);
     LAZYLUA_UNARY_OPS(LAZYLUA_DISPATCH_UNARY)
 #undef LAZYLUA_DISPATCH_UNARY
   }

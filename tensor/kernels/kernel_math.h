@@ -15,11 +15,13 @@
  * Max error in ulp of the exact result (subnormal results: ulps of 2^-149 or 2^-1074), measured
  * and asserted by tests/unit/kernel_math_test.cpp, f32 over every float (CI: every 127th):
  *   f32  exp 0.53  expm1 0.63  log 0.63  log2 0.73  log1p 0.64  tanh 0.59  sigmoid 0.53  gelu 7.6
- *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80; exp and sigmoid 0.76 where
- *        subnormal. Max relative error 7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
- *   f64  exp 0.56  expm1 0.73  log 0.74  tanh 0.67  sigmoid 0.56 (0.75 subnormal), 49M samples;
- *        log2, log1p, gelu (0.89), pow, sin, cos, tan, atan2, float % call libm (loops not
- *        vectorized; the same libm in every tier, as generated code runs in-process).
+ *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80  erf erfc exp2 0.50 (in
+ *        double, rounded once); exp and sigmoid 0.76 where subnormal. Max relative error
+ *        7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
+ *   f64  exp 0.56  expm1 0.73  log 0.74  tanh 0.67  sigmoid 0.56 (0.75 subnormal), 49M
+ *        samples; exp2 0.70 (1.2M samples); libm's erf 1.09, erfc 2.92;
+ *        log2, log1p, gelu (0.89), erf, erfc, pow, sin, cos, tan, atan2, float % call libm
+ *        (loops not vectorized; the same libm in every tier, as generated code runs in-process).
  * Special values follow C99 Annex F (NaN -> NaN, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
  * tanh(+-inf) = +-1, sigmoid(+-inf) = 1, 0, gelu(-inf) = -0, signed zeros kept); ll_powf
  * matches powf in every special case. Unlike libm, ll_sinf/ll_cosf/ll_tanf return NaN for
@@ -274,10 +276,8 @@ LL_VECTOR float ll_tanf(float x) {
 typedef struct { double p, p_lo, shifted; int64_t k; } llm_exp_d;
 typedef struct { double one, one_lo, a, b; } llm_scale_d;
 typedef struct { double hi, lo; } llm_dd;
-LL_MATH llm_exp_d llm_exp_reduce_d(double x) {
-  double shifted = LLM_FMA(x, 1.4426950408889634, LLM_MAGIC), n = shifted - LLM_MAGIC;
-  double r1 = LLM_FMA(n, -0.6931471805598903, x); /* ln2 with 11 zero bits */
-  double r = LLM_FMA(n, -5.497923018708371e-14, r1), r_lo = LLM_FMA(n, -5.497923018708371e-14, r1 - r);
+/* e^(r + r_lo) - 1 = p + p_lo; shifted holds k (2^k is the scale) */
+LL_MATH llm_exp_d llm_exp_poly_d(double r, double r_lo, double shifted) {
   double q = LLM_FMA(r, 1.0 / 6227020800, 1.0 / 479001600);
   q = LLM_FMA(q, r, 1.0 / 39916800); q = LLM_FMA(q, r, 1.0 / 3628800); q = LLM_FMA(q, r, 1.0 / 362880);
   q = LLM_FMA(q, r, 1.0 / 40320); q = LLM_FMA(q, r, 1.0 / 5040); q = LLM_FMA(q, r, 1.0 / 720);
@@ -287,6 +287,12 @@ LL_MATH llm_exp_d llm_exp_reduce_d(double x) {
   llm_exp_d o = {p, LLM_FMA(r_lo, p, ((t - (p - r)) + t_lo) + r_lo), shifted,
                  (int64_t)(llm_bits_d(shifted) - 0x4338000000000000u)};
   return o;
+}
+LL_MATH llm_exp_d llm_exp_reduce_d(double x) {
+  double shifted = LLM_FMA(x, 1.4426950408889634, LLM_MAGIC), n = shifted - LLM_MAGIC;
+  double r1 = LLM_FMA(n, -0.6931471805598903, x); /* ln2 with 11 zero bits */
+  double r = LLM_FMA(n, -5.497923018708371e-14, r1), r_lo = LLM_FMA(n, -5.497923018708371e-14, r1 - r);
+  return llm_exp_poly_d(r, r_lo, shifted);
 }
 LL_MATH double llm_pow2d(double shifted, double c) { /* 2^(k + c), k + c in [-1022, 1023] */
   return llm_double((llm_bits_d(shifted + c) + 1023u) << 52);
@@ -378,6 +384,44 @@ LL_MATH double ll_tan(double x) { return tan(x); }
 LL_MATH float ll_atan2f(float y, float x) { return atan2f(y, x); }
 LL_MATH double ll_atan2(double y, double x) { return atan2(y, x); }
 
+/* ---- exp2, erf, erfc. float32 ones are computed in double and rounded once (errors 0.5 ulp plus
+ * the double's ~1e-12 relative). exp2: x = k + f, k = round(x), f exact, e^(f ln2) with ln2 in two
+ * parts, as exp; exact for integer x (so the float 2^-150 is a tie that rounds to 0); 2^-1075
+ * rounds to 0. */
+LL_VECTOR double ll_exp2(double x) {
+  double c = llm_clampd(x, -1076.0, 1025.0), shifted = c + LLM_MAGIC, f = c - (shifted - LLM_MAGIC);
+  double r = f * 0.6931471805599453, r_lo = LLM_FMA(f, 0.6931471805599453, -r) + f * 2.3190468138462996e-17;
+  return llm_exp_scale_d(llm_exp_poly_d(r, r_lo, shifted));
+}
+LL_VECTOR float ll_exp2f(float x) { return (float)ll_exp2((double)x); }
+/* erf a, a = |x| < 2.5: 2/sqrt(pi) a e^-a^2 S(a^2), S(z) = sum (2z)^n / (2n+1)!! (positive terms: no
+ * cancellation; 34 terms, truncation < 1e-12 at 2.5). erfc a, a >= 2.5: e^-a^2 / sqrt(pi) / F(a), F
+ * Laplace's continued fraction a + (1/2)/(a + 1/(a + (3/2)/(a + ...))), 20 levels (< 2e-11 at
+ * 2.5); a clamped to 11 (erfc = 1e-54: 0 in float). a^2 is exact in double. */
+LL_MATH double llm_erf_small_d(double a) { /* a in [0, 2.5] */
+  double z = a * a, s = 1.0;
+  for (int n = 34; n >= 1; --n) s = LLM_FMA(s, z * (2.0 / (2 * n + 1)), 1.0);
+  return 1.1283791670955126 * a * ll_exp(-z) * s;
+}
+LL_MATH double llm_erfc_large_d(double a) { /* a in [2.5, 11] */
+  double f = a;
+  for (int k = 20; k >= 1; --k) f = a + (0.5 * k) / f;
+  return 0.5641895835477563 * ll_exp(-a * a) / f;
+}
+LL_VECTOR float ll_erff(float x) {
+  double a = fabs((double)x), small = llm_erf_small_d(llm_clampd(a, 0.0, 2.5));
+  double r = llm_seld(a < 2.5, small, 1.0 - llm_erfc_large_d(llm_clampd(a, 2.5, 11.0)));
+  return (float)copysign(r, (double)x); /* erf(-0) = -0, erf(+-inf) = +-1 */
+}
+LL_VECTOR float ll_erfcf(float x) {
+  double a = fabs((double)x), small = llm_erf_small_d(llm_clampd(a, 0.0, 2.5));
+  double tail = llm_erfc_large_d(llm_clampd(a, 2.5, 11.0)), d = x;
+  return (float)llm_seld(d >= 2.5, tail, llm_seld(d <= -2.5, 2.0 - tail, 1.0 - copysign(small, d)));
+}
+/* libm, not vectorized: the cancellation of 1 - erf leaves the double erfc no cheap form. */
+LL_MATH double ll_erf(double x) { return erf(x); }
+LL_MATH double ll_erfc(double x) { return erfc(x); }
+
 /* ---- rounding, Lua // and %, conversions. floor from nearbyint (GCC vectorizes nearbyint, not
  * floor): exact, keeps -0, NaN and inf. Round half to even is nearbyint. */
 LL_MATH float ll_floorf(float x) { float r = nearbyintf(x); return r - llm_self(r > x, 1.0f, 0.0f); }
@@ -388,6 +432,9 @@ LL_MATH float ll_truncf(float x) { return copysignf(ll_floorf(fabsf(x)), x); }
 LL_MATH double ll_trunc(double x) { return copysign(ll_floor(fabs(x)), x); }
 LL_MATH float ll_roundf(float x) { return nearbyintf(x); }
 LL_MATH double ll_round(double x) { return nearbyint(x); }
+/* frac(x) = x - trunc(x), exact; frac(+-inf) = NaN, as PyTorch. */
+LL_MATH float ll_fracf(float x) { return x - ll_truncf(x); }
+LL_MATH double ll_frac(double x) { return x - ll_trunc(x); }
 /* Lua float // is floor(a / b); % is fmod given b's sign (Lua 5.4's luai_nummod): 5.5 % -2 =
  * -0.5, -5 % inf = inf, -5 % -inf = -5. fmod is a libm call: loops with % are not vectorized. */
 LL_MATH float ll_floordivf(float a, float b) { return ll_floorf(a / b); }

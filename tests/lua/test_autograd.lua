@@ -15,11 +15,16 @@ local unary_domains = {
   neg = {-2, 2}, abs = {0.2, 2}, square = {-2, 2}, exp = {-2, 2}, expm1 = {-2, 2},
   log = {0.2, 3}, log1p = {0.1, 3}, log2 = {0.2, 3}, sqrt = {0.2, 3}, rsqrt = {0.2, 3},
   reciprocal = {0.3, 3}, sin = {-3, 3}, cos = {-3, 3}, tan = {-1, 1}, tanh = {-2, 2},
-  sigmoid = {-3, 3}, relu = {0.1, 2}, gelu = {-3, 3},
+  sigmoid = {-3, 3}, relu = {0.1, 2}, gelu = {-3, 3}, erf = {-2.5, 2.5}, erfc = {-2.5, 2.5},
+  exp2 = {-3, 3}, frac = {0.1, 0.9},
 }
 for name, domain in pairs(unary_domains) do
   gradcheck("unary " .. name, function(x) return x[name](x) end, {values(S, domain[1], domain[2])})
 end
+gradcheck("frac below zero", function(x) return x:frac() end, {values(S, -2.9, -2.1)})
+gradcheck("flip", function(x) return x:flip(1, 2) end, {values(S, -2, 2)})
+gradcheck("flip of a 3-D middle dim", function(x) return x:flip(2) * x end,
+          {values({2, 3, 2}, -2, 2)})
 gradcheck("relu below zero", function(x) return x:relu() end, {values(S, -2, -0.1)})
 gradcheck("abs below zero", function(x) return x:abs() end, {values(S, -2, -0.1)})
 gradcheck("gelu at zero and far out", function(x) return x:gelu() end, {{0, -9, 9}})

@@ -43,6 +43,10 @@ local unary = {
   {"ceil", general, function(x) return math.ceil(x) + 0.0 end, h.EXACT},
   {"round", {-2.5, -1.5, -0.5, -0.4, 0, 0.5, 1.5, 2.5, 2.6, 3.5}, h.round, h.EXACT},
   {"trunc", general, h.trunc, h.EXACT},
+  {"erf", {-3, -1.5, -0.5, -1e-3, 0, 0.25, 1, 2, 2.9}, h.erf, h.TRANS},
+  {"erfc", {-2, -0.7, -1e-3, 0, 0.25, 0.8, 1.5}, function(x) return 1 - h.erf(x) end, h.TRANS},
+  {"exp2", {-20, -2.5, -1, -0.1, 0, 0.3, 1, 7.5, 30}, function(x) return 2.0 ^ x end, h.TRANS},
+  {"frac", general, function(x) return x - h.trunc(x) end, h.EXACT},
 }
 
 for _, case in ipairs(unary) do h.test("unary " .. case[1], function()
@@ -519,6 +523,51 @@ h.test("repeated graphs with changing numbers and data", function()
   h.check(i * 2, "i64", {2, 4, 6})
   h.check(i * 2.5, "f32", {2.5, 5, 7.5})
   h.check(i * 3, "i64", {3, 6, 9})
+end)
+
+-- The issue-13 ops: special values, integers, in-place forms, flip.
+h.test("erf, erfc, exp2, frac: special values, integers, in place", function()
+  local t = tensor.new({inf, -inf, nan, -0.0, 12, -12})
+  h.check(t:erf(), "f32", {1, -1, nan, -0.0, 1, -1})
+  h.check(t:erfc(), "f32", {0, 2, nan, 1, 0, 2})
+  h.check(tensor.new({inf, -inf, nan, 128, -149, 3}):exp2(), "f32", {inf, 0, nan, inf, 2 ^ -149, 8})
+  h.check(tensor.new({inf, -inf, nan, -2.5, 2.0}):frac(), "f32", {nan, nan, nan, -0.5, 0})
+  assert(1 / tensor.new({-0.0}):erf():item() < 0, "erf(-0) = -0")
+  h.check(tensor.new({-3, 0, 7}):frac(), "i64", {0, 0, 0})
+  h.check(tensor.new({0, 1, 3}):exp2(), "f32", {1, 2, 8})
+  h.check(tensor.new({0, 1}):erf(), "f32", {0, h.erf(1)}, h.TRANS)
+  for _, op in ipairs({"erf", "erfc", "exp2", "expm1", "log2", "sign", "trunc", "frac"}) do
+    local x = tensor.new({0.5, 1.75, 3.25})
+    local want = x[op](x):tolist()
+    local y = x:clone()
+    assert(y[op .. "_"](y) == y, op .. "_ returns its target")
+    h.check(y, "f32", want)
+  end
+end)
+
+h.test("flip", function()
+  local t = tensor.arange(24):reshape(2, 3, 4)
+  local want = {}
+  for i = 1, 2 do
+    want[i] = {}
+    for j = 1, 3 do
+      want[i][j] = {}
+      for k = 1, 4 do want[i][j][k] = (2 - i) * 12 + (j - 1) * 4 + (4 - k) end
+    end
+  end
+  h.eq(t:flip(1, 3):tolist(), want)
+  h.eq(t:flip({3, 1}):tolist(), want)
+  h.eq(tensor.flip(t, -1, 1):tolist(), want)
+  h.eq(t:flip(2):select(2, 1):tolist(), t:select(2, 3):tolist())
+  h.check(tensor.new({1.5, -2, 3}):flip(1), "f32", {3, -2, 1.5})
+  -- Non-contiguous input, a dim of extent 1, and a new tensor even then.
+  h.eq(t:transpose(1, 3):flip(1):tolist(), t:flip(3):transpose(1, 3):tolist())
+  local one = tensor.new({{5, 6}})
+  local same = one:flip(1)
+  same[1][1] = 9
+  h.eq(one:tolist(), {{5, 6}})
+  h.err(function() return t:flip(1, 1) end, "appears more than once")
+  h.err(function() return t:flip(4) end, "flip")
 end)
 
 h.done("test_elementwise")

@@ -145,6 +145,10 @@ local UNARY = {
   {"round", EXACT, {"f", "i", "mixed"}},
   {"trunc", EXACT, {"f", "i", "mixed"}},
   {"logical_not", EXACT, {"b", "f", "i", "mixed"}},
+  {"erf", TRANS, {"f", "mixed"}},
+  {"erfc", TRANS, {"f", "mixed"}},
+  {"exp2", TRANS, {"f", "i", "mixed"}},
+  {"frac", EXACT, {"f", "i", "mixed"}},
 }
 
 for index, entry in ipairs(UNARY) do
@@ -275,6 +279,18 @@ for index, entry in ipairs(BINARY) do
     return r
   end)
 end
+
+diff("flip: of data, of a pending value, of a view, fused into a chain", EXACT, function()
+  local a = tensor.arange(24):reshape(2, 3, 4):float()
+  local r = {}
+  r.data = a:flip(1, 3)
+  r.pending = (a * 2):flip(2)
+  r.view = a:transpose(1, 3):narrow(1, 2, 2):flip(1, 2)
+  r.chain = (a:flip(3) + a):flip(3) - a
+  r.ints = tensor.arange(5):flip(1)
+  r.bools = tensor.new({true, false, false}):flip(1)
+  return r
+end)
 
 diff("integer arithmetic wraps, division of negatives, remainder signs", EXACT, function()
   local big = tensor.new({math.maxinteger, math.mininteger, 7, -7})

@@ -69,7 +69,7 @@ end
 local UNARY = {
   "neg", "abs", "sign", "square", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt",
   "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", "floor", "ceil", "round",
-  "trunc",
+  "trunc", "erf", "erfc", "exp2", "frac",
 }
 local BINARY = {"add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
                 "minimum", "atan2"}
@@ -96,6 +96,10 @@ for _, dtype in ipairs({"f32", "f64"}) do
   case(prefix .. "tanh(x * 0.5 + y) * sigmoid(x)", function(d)
     local x, y = d[dtype].x, d[dtype].y
     return (x * 0.5 + y):tanh() * x:sigmoid()
+  end)
+  case(prefix .. "erf(x) * erfc(y) + exp2(x * 0.25)", function(d)
+    local x, y = d[dtype].x, d[dtype].y
+    return x:erf() * y:erfc() + (x * 0.25):exp2()
   end)
   case(prefix .. "gelu(exp(x) - log1p(|y|))", function(d)
     local x, y = d[dtype].x, d[dtype].y

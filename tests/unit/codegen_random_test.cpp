@@ -123,10 +123,11 @@ class RandomProgram {
       }
       case 0:
       case 1: {  // unary
-        const auto op = static_cast<UnaryOp>(pick(static_cast<int>(UnaryOp::logical_not) + 1));
+        const auto op = static_cast<UnaryOp>(pick(kUnaryOpCount));
         const bool discontinuous = op == UnaryOp::floor || op == UnaryOp::ceil ||
                                    op == UnaryOp::round || op == UnaryOp::trunc ||
-                                   op == UnaryOp::sign || op == UnaryOp::logical_not;
+                                   op == UnaryOp::sign || op == UnaryOp::logical_not ||
+                                   op == UnaryOp::frac;
         if (inexact && discontinuous) return false;
         push(unary(op, x.tensor), x.approximate || is_transcendental(op));
         return true;

@@ -50,7 +50,7 @@ TEST_F(Codegen, W1InnerLoopIsVectorized) {
 TEST_F(Codegen, EveryUnaryOpOnEveryDtype) {
   const Shape shape{37, 13};  // not a multiple of any vector width
   int programs = 0;
-  for (int k = 0; k <= static_cast<int>(UnaryOp::logical_not); k++) {
+  for (int k = 0; k < kUnaryOpCount; k++) {
     const auto op = static_cast<UnaryOp>(k);
     for (DType dtype : kAllDtypes) {
       const Tensor x = data(shape, dtype, 4, true);

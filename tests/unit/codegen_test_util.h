@@ -429,24 +429,9 @@ inline Tensor w1(const Tensor& a, const Tensor& b, const Tensor& c) {
 }
 
 // Ops whose f32 results come from kernel_math.h approximations (looser
-// tolerance).
+// tolerance): the table's approximate unary ops.
 inline bool is_transcendental(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::exp:
-    case UnaryOp::expm1:
-    case UnaryOp::log:
-    case UnaryOp::log1p:
-    case UnaryOp::log2:
-    case UnaryOp::sin:
-    case UnaryOp::cos:
-    case UnaryOp::tan:
-    case UnaryOp::tanh:
-    case UnaryOp::sigmoid:
-    case UnaryOp::gelu:
-      return true;
-    default:
-      return false;
-  }
+  return traits(op).fold == OpFold::approx;
 }
 
 }  // namespace
