@@ -39,7 +39,7 @@ h.test("update loop: one distinct graph, one key hit per step, flat memory", fun
   local w = tensor.new(W0)
   local b = tensor.new(B0)
   tensor.reset_metrics()
-  local rss_at_1000, rss_at_end, heap_at_1000
+  local rss_at_1000, rss_at_end, heap_at_1000, native_at_1000
   local previous = tensor.metrics()
   for i = 1, ITERATIONS do
     local scaled = w * 0.01             -- temporaries, garbage after the step
@@ -75,6 +75,7 @@ h.test("update loop: one distinct graph, one key hit per step, flat memory", fun
     local settled = not LAZY or previous.native_runs > 0 or i == ITERATIONS // 2
     if i >= 1000 and not rss_at_1000 and settled then
       heap_at_1000 = collectgarbage("count")
+      native_at_1000 = LAZY and previous.native_runs or 0
       collectgarbage()
       rss_at_1000 = lh.rss()
     end
@@ -95,6 +96,12 @@ h.test("update loop: one distinct graph, one key hit per step, flat memory", fun
   h.check(b, "f32", want_b, {rel = 0, abs = 1e-30})
   -- (b) resident memory stays flat
   if SANITIZED then return end
+  if LAZY and native_at_1000 == 0 and tensor.metrics().native_runs > 0 then
+    -- On a loaded machine the background compile landed after the baseline:
+    -- the growth would be the compiler's, not the loop's. Not measured.
+    io.write("test_lazy_loop: the compile landed after the baseline; memory check skipped\n")
+    return
+  end
   assert(rss_at_1000 and rss_at_end, "cannot read /proc/self/statm")
   local growth = (rss_at_end - rss_at_1000) / rss_at_1000
   if growth >= 0.05 then
