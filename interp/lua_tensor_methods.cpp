@@ -333,28 +333,10 @@ int t(lua_State* L) {
   return push(L, rank_of(self) < 2 ? self : autograd::transpose(self, 0, 1));
 }
 
-int permute(lua_State* L) {
-  const Tensor& self = self_tensor(L, "permute");
-  std::vector<int> order;
-  if (lua_type(L, 2) == LUA_TTABLE) {
-    const int count = static_cast<int>(lua_rawlen(L, 2));
-    for (int i = 1; i <= count && i <= kMaxDims + 1; i++) {
-      lua_rawgeti(L, 2, i);
-      const int value = lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
-      lua_pop(L, 1);
-      order.push_back(normalize_dim(value, rank_of(self), "permute"));
-    }
-  } else {
-    for (int arg = 2; arg <= lua_gettop(L) && arg <= kMaxDims + 2; arg++) {
-      order.push_back(check_dim(L, arg, rank_of(self), "permute"));
-    }
-  }
-  return push(L, autograd::permute(self, order));
-}
-
-// t:flip(dim, ...) or t:flip({dims}), as torch.flip.
-int flip(lua_State* L) {
-  const Tensor& self = self_tensor(L, "flip");
+// The dims of t:op(d1, d2, ...) or t:op({d1, d2, ...}) (Lua's 1-based dims),
+// 0-based. Reading stops one past the most a tensor can have: enough for the
+// op to say there are too many, without a loop over a huge table.
+std::vector<int> dims_arguments(lua_State* L, const Tensor& self, const char* op) {
   std::vector<int> dims;
   if (lua_type(L, 2) == LUA_TTABLE) {
     const int count = static_cast<int>(lua_rawlen(L, 2));
@@ -362,14 +344,25 @@ int flip(lua_State* L) {
       lua_rawgeti(L, 2, i);
       const int value = lua_isinteger(L, -1) ? static_cast<int>(lua_tointeger(L, -1)) : 0;
       lua_pop(L, 1);
-      dims.push_back(normalize_dim(value, rank_of(self), "flip"));
+      dims.push_back(normalize_dim(value, rank_of(self), op));
     }
   } else {
     for (int arg = 2; arg <= lua_gettop(L) && arg <= kMaxDims + 2; arg++) {
-      dims.push_back(check_dim(L, arg, rank_of(self), "flip"));
+      dims.push_back(check_dim(L, arg, rank_of(self), op));
     }
   }
-  return push(L, autograd::flip(self, dims));
+  return dims;
+}
+
+int permute(lua_State* L) {
+  const Tensor& self = self_tensor(L, "permute");
+  return push(L, autograd::permute(self, dims_arguments(L, self, "permute")));
+}
+
+// t:flip(dim, ...) or t:flip({dims}), as torch.flip.
+int flip(lua_State* L) {
+  const Tensor& self = self_tensor(L, "flip");
+  return push(L, autograd::flip(self, dims_arguments(L, self, "flip")));
 }
 
 int narrow(lua_State* L) {
