@@ -19,7 +19,7 @@ install(FILES ${CMAKE_SOURCE_DIR}/include/lazylua.h ${CMAKE_SOURCE_DIR}/include/
 install(TARGETS lazylua_module LIBRARY DESTINATION ${LAZYLUA_LUA_CMOD_DIR})
 if(LAZYLUA_INSTALL_PROGRAM)
   set_target_properties(lazylua_program PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-  install(TARGETS lazylua_program RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS lazylua_program lazylua_lint RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 
 # The stdlib folder may not exist yet.

@@ -13,6 +13,7 @@ for step = 1, 200 do
   local residual = x:matmul(w) - y
   local gradient = x:t():matmul(residual) * (2 / samples)
   w:sub_(gradient * learning_rate)
+  tensor.mark_step() -- one graph a step (lazylua-lint reports a loop without it)
   if step % 50 == 0 then
     print(string.format("step %3d  loss %.6f", step, (residual ^ 2):mean():item()))
   end
