@@ -1,6 +1,8 @@
 // lua_tensor_lazy.cpp - the lazy-mode functions of `tensor`: barriers and
 // syncs, the eager switch, metrics, the configuration and the IR in text and
 // Graphviz forms.
+#include <algorithm>
+
 #include "compiler/native_executor.h"
 #include "interp/config.h"
 #include "interp/lua_tensor_internal.h"
@@ -137,7 +139,68 @@ int reset_metrics(lua_State* L) {
   Context* context = tensor_context(L);
   context->metrics = Metrics{};
   context->seen_keys.clear();
+  context->diagnostics = Diagnostics{};
   return 0;
+}
+
+// tensor.explain([n]): the last n (default all kept) explanations of new
+// graphs, oldest first, each a table (tensor/diagnostics.h).
+int explain(lua_State* L) {
+  const auto& explanations = tensor_context(L)->diagnostics.explanations();
+  const lua_Integer wanted = luaL_optinteger(L, 1, static_cast<lua_Integer>(explanations.size()));
+  if (wanted < 0) return luaL_error(L, "tensor.explain: n must be >= 0, got %d", (int)wanted);
+  const size_t count = std::min(explanations.size(), static_cast<size_t>(wanted));
+  lua_createtable(L, static_cast<int>(count), 0);
+  for (size_t k = 0; k < count; k++) {
+    const RecompileExplanation& e = explanations[explanations.size() - count + k];
+    lua_createtable(L, 0, 9);
+    set_string(L, "site", e.site);
+    set_string(L, "cause", e.cause);
+    set_integer(L, "graphs_at_site", e.graphs_at_site);
+    set_string(L, "reason", e.reason);
+    set_string(L, "message", e.message);
+    set_string(L, "hint", e.hint);
+    if (!e.new_line.empty()) set_string(L, "new_line", e.new_line);
+    if (!e.cached_line.empty()) set_string(L, "cached_line", e.cached_line);
+    set_string(L, "text", e.text());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(k + 1));
+  }
+  return 1;
+}
+
+// tensor.report(): the sites that made more than two graphs and the lines
+// that synced more than once, as text ("" when there is nothing to say).
+int report(lua_State* L) {
+  const Context* context = tensor_context(L);
+  const std::string text = context->diagnostics.report(
+      context->metrics.syncs_by_cause[static_cast<int>(SyncCause::barrier)]);
+  lua_pushlstring(L, text.data(), text.size());
+  return 1;
+}
+
+// tensor.pending(): the ops a mark_step would run now, in the order it
+// would run them: {op =, line =, dtype =, shape = {...}} each.
+int pending(lua_State* L) {
+  Context* context = tensor_context(L);
+  const Graph graph = context->extract(context->pending_tensors());
+  lua_newtable(L);
+  int count = 0;
+  for (size_t i = 0; i < graph.nodes.size(); i++) {
+    const Node& node = *graph.nodes[i];
+    if (graph.is_leaf(static_cast<int>(i))) continue;
+    lua_createtable(L, 0, 4);
+    set_string(L, "op", node.name());
+    set_string(L, "line", location_string(node.location));
+    set_string(L, "dtype", dtype_name(node.dtype));
+    lua_createtable(L, node.shape.rank(), 0);
+    for (int d = 0; d < node.shape.rank(); d++) {
+      lua_pushinteger(L, node.shape[d]);
+      lua_rawseti(L, -2, d + 1);
+    }
+    lua_setfield(L, -2, "shape");
+    lua_rawseti(L, -2, ++count);
+  }
+  return 1;
 }
 
 // The graph that would compute these tensors' current values, as IR text,
@@ -176,6 +239,9 @@ void register_lazy_functions(lua_State* L) {
       {"metrics", guarded<metrics>},
       {"reset_metrics", guarded<reset_metrics>},
       {"config", guarded<config>},
+      {"explain", guarded<explain>},
+      {"report", guarded<report>},
+      {"pending", guarded<pending>},
       {"ir", guarded<show_graph<GraphForm::ir>>},
       {"dot", guarded<show_graph<GraphForm::dot>>},
       {"code", guarded<show_graph<GraphForm::code>>},

@@ -69,7 +69,14 @@ Context::Context() : executor(make_reference_executor()) {
   if (const char* debug = std::getenv("LAZYLUA_DEBUG")) debug_level = std::atoi(debug);
 }
 
-Context::~Context() = default;
+// With LAZYLUA_DEBUG, the sites that kept making graphs and the lines that
+// kept syncing are said at the end.
+Context::~Context() {
+  if (debug_level < 1) return;
+  const std::string report =
+      diagnostics.report(metrics.syncs_by_cause[static_cast<int>(SyncCause::barrier)]);
+  if (!report.empty()) std::fprintf(stderr, "[lazylua] report:\n%s", report.c_str());
+}
 
 const char* Context::intern(const std::string& chunk) {
   return chunk_names_.insert(chunk).first->c_str();
@@ -257,12 +264,19 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     metrics.key_misses++;
     seen_keys.insert(graph.key);
   }
+  // The script's line costs a Lua stack walk: asked for only when a graph
+  // is new, a value is read into Lua, or LAZYLUA_DEBUG wants it.
+  const bool reads = cause != SyncCause::barrier && cause != SyncCause::explicit_sync;
+  const SourceLocation where =
+      !hit || reads || debug_level >= 1 ? current_location() : SourceLocation{};
+  if (reads) diagnostics.on_read(cause, where);
+  const RecompileExplanation* explanation = diagnostics.on_graph(graph, cause, where, !hit);
   if (debug_level >= 1) {
-    const SourceLocation where = current_location();
     std::fprintf(stderr, "[lazylua] sync (%s) at %s: %zu nodes, %zu outputs, key %016llx, %s\n",
                  sync_cause_name(cause), location_string(where).c_str(), graph.nodes.size(),
                  graph.outputs.size(), static_cast<unsigned long long>(graph.key),
                  hit ? "hit" : "miss");
+    if (explanation) std::fprintf(stderr, "[lazylua] %s\n", explanation->text().c_str());
     if (debug_level >= 2) std::fputs(graph_text(graph).c_str(), stderr);
   }
 

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "diagnostics.h"
 #include "ir.h"
 
 namespace lazylua {
@@ -121,6 +122,7 @@ class Context : public RefCounted {
   std::vector<Ref<TensorImpl>>* scan_created = nullptr;
   int debug_level = 0;
   Metrics metrics;
+  Diagnostics diagnostics;  // why graphs were new, which lines sync often
   std::unique_ptr<Executor> executor;
   std::unordered_set<uint64_t> seen_keys;
 

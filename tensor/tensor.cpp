@@ -269,17 +269,27 @@ void check_not_failed(const TensorImpl& t) {
 // A contiguous view of data (a batch narrowed from a dataset, a row
 // selected) as a graph input of its own: the graph's key then has the
 // view's shape and not its offset, so the next batch runs the same
-// compiled program instead of a new one. Null when the view is not such.
+// compiled program instead of a new one. The steps after the last point
+// where the view is such a block (a transpose of the batch, a broadcast)
+// are applied to that input as nodes. Null when no step gives a block.
 NodeRef data_view_parameter(const Tensor& t) {
   const TensorImpl& base = *t->base;
   if (base.pending || !base.data.defined()) return NodeRef{};
   Array view = base.data;
-  for (const ViewStep& step : t->steps) {
-    if (step.op == Op::expand || step.op == Op::permute) return NodeRef{};
+  Array block;
+  size_t block_steps = 0;
+  for (size_t k = 0; k < t->steps.size(); k++) {
+    const ViewStep& step = t->steps[k];
+    if (step.op == Op::expand || step.op == Op::permute) break;
     view = apply_step(step, view);
+    if (view.buffer == base.data.buffer && view.is_contiguous()) block = view, block_steps = k + 1;
   }
-  if (view.buffer != base.data.buffer || !view.is_contiguous()) return NodeRef{};
-  return make_parameter(view, t->context->current_location());
+  if (block_steps == 0) return NodeRef{};
+  NodeRef value = make_parameter(block, t->context->current_location());
+  for (size_t k = block_steps; k < t->steps.size(); k++) {
+    value = apply_step(t->context.get(), t->steps[k], value);
+  }
+  return value;
 }
 
 }  // namespace

@@ -123,9 +123,13 @@ cat > "$work/slowcc" <<'SH'
 # functions) in a child of its own, as cc runs cc1; compiles everything
 # else (the toolchain probe) with cc.
 source=$(cat)
-case "$source" in *lazylua_kernel*) sleep 300 & wait; exit 1;; esac
+case "$source" in *lazylua_kernel*) sleep HANG & wait; exit 1;; esac
 printf '%s\n' "$source" | exec cc "$@"
 SH
+# The hanging sleep's length is this run's own (300.PID), so that the
+# checks below never see another test run's compilers on a shared machine.
+hang=300.$$
+sed -i "s/sleep HANG/sleep $hang/" "$work/slowcc"
 chmod +x "$work/slowcc"
 start=$(date +%s)
 run "$work/cache4" LAZYLUA_CC="$work/slowcc" LAZYLUA_CC_TIMEOUT=2
@@ -145,15 +149,15 @@ LAZYLUA_CACHE_DIR="$work/cache5" LAZYLUA_CC="$work/slowcc" LAZYLUA_CC_TIMEOUT=2 
   tensor.mark_step()
   print((x * 2):exp():sum():item())  -- its compile starts in the background and hangs
   for _ = 1, 100 do
-    if os.execute("pgrep -f \"sleep 300\" > /dev/null") then break end
+    if os.execute("pgrep -f \"sleep '"$hang"'\" > /dev/null") then break end
     os.execute("sleep 0.05")
   end
-  assert(os.execute("pgrep -f \"sleep 300\" > /dev/null"), "the hanging compile never started")
+  assert(os.execute("pgrep -f \"sleep '"$hang"'\" > /dev/null"), "the hanging compile never started")
 ' > /dev/null 2>"$work/stderr" || fail "exit with a compile in flight: $(cat "$work/stderr")"
 sleep 3 # the detached compiler starts over, then runs into its 2 s bound
 # (Up to 30 s more: a loaded machine or a sanitizer build starts it late.)
-for _ in $(seq 300); do pgrep -f "sleep 300" > /dev/null || break; sleep 0.1; done
-pgrep -f "sleep 300" > /dev/null && fail "a compiler outlived LAZYLUA_CC_TIMEOUT" && pkill -f "sleep 300"
+for _ in $(seq 300); do pgrep -f "sleep $hang" > /dev/null || break; sleep 0.1; done
+pgrep -f "sleep $hang" > /dev/null && fail "a compiler outlived LAZYLUA_CC_TIMEOUT" && pkill -f "sleep $hang"
 [ ! -e "$work/tmp/lazylua-AbCdEf" ] || fail "a stale private build directory was left"
 
 # 4. No C compiler: correct results on the interpreter, said once.
