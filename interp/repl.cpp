@@ -32,6 +32,7 @@
 #include <lua.hpp>
 
 #include "interp/cli.h"
+#include "interp/repl_status.h"
 #include "interp/runtime.h"
 
 namespace lazylua {
@@ -566,6 +567,13 @@ int load_line(lua_State* L) {
   LineResult result = push_line(L, true);
   if (result == LineResult::kEndOfInput) return kNoMoreInput;
   if (result == LineResult::kInterrupted) return kDiscarded;
+  // No Lua chunk starts with '%': the line is a shortcut (repl_status.h).
+  if (const char* line = lua_tostring(L, -1); line[0] == '%') {
+    save_history_line(line);
+    run_shortcut(L, line);
+    lua_settop(L, 0);
+    return kDiscarded;
+  }
   int status = compile_as_expression(L);
   if (status != LUA_OK) status = compile_as_statements(L);
   if (status == kDiscarded) {
@@ -592,14 +600,23 @@ void print_results(lua_State* L) {
 void run_repl(lua_State* L) {
   line_editing = isatty(STDIN_FILENO);
   if (line_editing) start_line_editing(L);
+  const char* term = getenv("TERM");
+  const bool colour = isatty(STDOUT_FILENO) && term && strcmp(term, "dumb") != 0;
   int status;
   while ((status = load_line(L)) != kNoMoreInput) {
     if (status == kDiscarded) continue;
+    const CommandStart start = start_command(L);
     if (status == LUA_OK) status = call_with_traceback(L, 0, LUA_MULTRET);
     if (status == LUA_OK)
       print_results(L);
     else
       report_status(L, status, nullptr);  // no program name in interactive mode
+    // At a terminal only: piped sessions print what lua5.4 prints.
+    if (line_editing) {
+      const std::string line = command_status(L, start, colour);
+      if (!line.empty()) printf("%s\n", line.c_str());
+      fflush(stdout);
+    }
   }
   lua_settop(L, 0);
   fputs("\n", stdout);

@@ -475,3 +475,36 @@ TEST(ReplPty, InteractiveAfterScriptWithDashI) {
 }
 
 }  // namespace
+
+// After a slow command that touched tensors, a status line splits its time;
+// fast commands and commands without tensors get none; `%status off` turns
+// it off; `%pending` lists the ops waiting for a sync, with their lines.
+TEST(ReplPty, StatusLineAndShortcuts) {
+  TemporaryHome home;
+  ReplSession repl(home);
+  ASSERT_TRUE(repl.expect("> "));
+  repl.send("x = tensor.randn(400, 400)\r");
+  ASSERT_TRUE(repl.expect("> "));
+  // 30 products of 400 x 400 (3.8 GFLOP) and a sync: well over 50 ms here.
+  repl.send("for i = 1, 30 do x = (x:matmul(x) * 0.01):tanh() end; tensor.mark_step()\r");
+  ASSERT_TRUE(repl.expect("\r\n["));
+  ASSERT_TRUE(repl.expect(" (90 ops); compile "));
+  ASSERT_TRUE(repl.expect("; run "));
+  ASSERT_TRUE(repl.expect("; 1 sync]\r\n> "));
+  repl.send("1 + 1\r");
+  ASSERT_TRUE(repl.expect("\r\n2\r\n> "));
+  repl.send("y = x * 2\r");
+  ASSERT_TRUE(repl.expect("y = x * 2\r\n> "));
+  repl.send("%pending\r");
+  ASSERT_TRUE(repl.expect("  mul            f32[400x400]  stdin:1\r\n1 pending op\r\n> "));
+  repl.send("%status off\r");
+  ASSERT_TRUE(repl.expect("> "));
+  repl.send("for i = 1, 30 do x = (x:matmul(x) * 0.01):tanh() end; tensor.mark_step()\r");
+  ASSERT_TRUE(repl.expect("\r\n> "));
+  repl.send("'after'\r");
+  ASSERT_TRUE(repl.expect("\r\nafter\r\n> "));
+  EXPECT_EQ(repl.output().find("; 1 sync]", repl.output().find("%status off")), std::string::npos)
+      << printable(repl.output());
+  repl.send("%nonsense\r");
+  ASSERT_TRUE(repl.expect("unknown shortcut %nonsense; %help lists them"));
+}
