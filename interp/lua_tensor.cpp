@@ -369,6 +369,7 @@ int open_tensor_module(lua_State* L) {
   lua_pushvalue(L, module);
   binding::register_factories(L);
   binding::register_lazy_functions(L);
+  binding::register_profile_functions(L);
   binding::register_autograd_functions(L);
   binding::register_scan_functions(L);
   binding::register_optim_functions(L);

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "profiler.h"
 #include "scan.h"
 #include "tensor.h"
 
@@ -243,6 +244,27 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     roots = pending_tensors();
   }
   if (roots.empty()) return;
+  // Profiling: the script's time since the last sync of this profile is
+  // "record", then the sync itself is a span.
+  if (profiler::active()) {
+    const int64_t now = profiler::now_ns();
+    if (profile_number_ == profiler::profile_number() && now > profile_last_sync_end_ns_) {
+      profiler::add({"record", "record",
+                     fmt::format("{} ops", metrics.ops_recorded - profile_ops_at_last_sync_),
+                     profile_last_sync_end_ns_, now - profile_last_sync_end_ns_});
+    }
+  }
+  profiler::Span sync_span("sync", sync_cause_name(cause));
+  struct MarkSyncEnd {
+    Context* context;
+    bool on;
+    ~MarkSyncEnd() {
+      if (!on) return;
+      context->profile_last_sync_end_ns_ = profiler::now_ns();
+      context->profile_ops_at_last_sync_ = context->metrics.ops_recorded;
+      context->profile_number_ = profiler::profile_number();
+    }
+  } mark_sync_end{this, sync_span.on()};
   const auto start = std::chrono::steady_clock::now();
   Graph graph = extract(roots);
   if (collect_on_miss) mark_donations(graph);
@@ -268,7 +290,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   // is new, a value is read into Lua, or LAZYLUA_DEBUG wants it.
   const bool reads = cause != SyncCause::barrier && cause != SyncCause::explicit_sync;
   const SourceLocation where =
-      !hit || reads || debug_level >= 1 ? current_location() : SourceLocation{};
+      !hit || reads || debug_level >= 1 || sync_span.on() ? current_location() : SourceLocation{};
   if (reads) diagnostics.on_read(cause, where);
   const RecompileExplanation* explanation = diagnostics.on_graph(graph, cause, where, !hit);
   if (debug_level >= 1) {
@@ -280,6 +302,10 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     if (debug_level >= 2) std::fputs(graph_text(graph).c_str(), stderr);
   }
 
+  if (sync_span.on()) {
+    sync_span.set_detail(fmt::format("{}: {} nodes, key {:016x}, {}", location_string(where),
+                                     graph.nodes.size(), graph.key, hit ? "known" : "new"));
+  }
   std::vector<Array> outputs;
   const auto execute_start = std::chrono::steady_clock::now();
   try {

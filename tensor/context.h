@@ -163,6 +163,11 @@ class Context : public RefCounted {
  private:
   void run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss);
 
+  // For the profiler's "record" spans: when the last sync ended, and the
+  // ops recorded by then.
+  int64_t profile_last_sync_end_ns_ = 0;
+  int64_t profile_ops_at_last_sync_ = 0;
+  uint32_t profile_number_ = ~0u;
   TensorImpl* live_first_ = nullptr;
   TensorImpl* live_last_ = nullptr;
   uint64_t epoch_ = 0;

@@ -38,5 +38,19 @@ else
   echo "ok: quiet without LAZYLUA_DEBUG"
 fi
 
+# LAZYLUA_PROFILE writes a Chrome trace at exit: the fixture's 12 syncs
+# (6 items, 6 barriers) are 12 sync spans.
+LAZYLUA_PROFILE="$WORK/trace.json" "$LAZYLUA" fixtures/recompiles.lua > "$WORK/out" 2> "$WORK/err"
+syncs=$(grep -c '"cat":"sync"' "$WORK/trace.json" 2>/dev/null)
+if [ "$syncs" = 12 ] && head -c 40 "$WORK/trace.json" | grep -qF '{"displayTimeUnit":"ms","traceEvents":['; then
+  echo "ok: LAZYLUA_PROFILE"
+else
+  echo "FAIL: LAZYLUA_PROFILE: $syncs sync spans, expected 12"; cat "$WORK/err"; failures=$((failures + 1))
+fi
+LAZYLUA_PROFILE=/nonexistent-dir/trace.json "$LAZYLUA" fixtures/recompiles.lua > "$WORK/out" 2> "$WORK/err"
+[ $? -eq 0 ] && grep -qF "lazylua: LAZYLUA_PROFILE: cannot write /nonexistent-dir/trace.json" "$WORK/err" &&
+  echo "ok: an unwritable LAZYLUA_PROFILE is said" ||
+  { echo "FAIL: unwritable LAZYLUA_PROFILE"; cat "$WORK/err"; failures=$((failures + 1)); }
+
 if [ $failures -gt 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "all passed"

@@ -1,0 +1,120 @@
+// lua_tensor_profile.cpp - tensor.profile(fn, path), tensor.profile_report()
+// and LAZYLUA_PROFILE=trace.json (tensor/profiler.h).
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "interp/lua_tensor_internal.h"
+#include "interp/runtime.h"
+#include "tensor/profiler.h"
+
+namespace lazylua::binding {
+namespace {
+
+// The events of the last profile, for profile_report(). One profiler serves
+// the process: a profile of one interpreter sees another's kernels too.
+std::vector<profiler::Event>& last_events() {
+  static auto* events = new std::vector<profiler::Event>;
+  return *events;
+}
+
+// Stops the profiler and keeps its events; writes them to `path` if given.
+// No exception leaves (the caller raises Lua errors): false and `message`.
+bool finish_profile(const char* path, char* message, size_t size) noexcept {
+  try {
+    last_events() = profiler::stop();
+    std::string error;
+    if (path && !profiler::write_chrome_trace(last_events(), path, &error)) {
+      std::snprintf(message, size, "%s", error.c_str());
+      return false;
+    }
+    return true;
+  } catch (const std::exception& error) {
+    std::snprintf(message, size, "%s", error.what());
+    return false;
+  }
+}
+
+// LAZYLUA_PROFILE's file, written when the interpreter that started the
+// profile closes (its registry value's __gc).
+struct ProfileAtExit {
+  std::string path;
+};
+const char kProfileAtExitKey = 0;
+
+int write_profile_at_exit(lua_State* L) {
+  auto* at_exit = static_cast<ProfileAtExit*>(lua_touserdata(L, 1));
+  if (!at_exit || at_exit->path.empty()) return 0;
+  char message[512];
+  if (!finish_profile(at_exit->path.c_str(), message, sizeof message)) {
+    std::fprintf(stderr, "lazylua: LAZYLUA_PROFILE: %s\n", message);
+  }
+  at_exit->~ProfileAtExit();
+  return 0;
+}
+
+// tensor.profile(fn [, path]): runs fn() with the profiler on and returns
+// its results; with a path, writes the Chrome trace there. An error in fn
+// propagates after the profiler stops. Plain Lua API only, as no_grad.
+int profile(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  const char* path = luaL_optstring(L, 2, nullptr);
+  lua_settop(L, 2);
+  if (path && is_sandboxed(L)) {
+    return luaL_error(L, "tensor.profile: writing files is not allowed in this sandbox");
+  }
+  if (profiler::running()) {
+    return luaL_error(L,
+                      "tensor.profile: a profile is already running (LAZYLUA_PROFILE, or "
+                      "tensor.profile inside tensor.profile)");
+  }
+  try {
+    profiler::start();
+  } catch (const std::exception&) {
+    return luaL_error(L, "tensor.profile: the profiler could not start");
+  }
+  lua_pushvalue(L, 1);
+  const int status = lua_pcall(L, 0, LUA_MULTRET, 0);
+  char message[512];
+  const bool finished = finish_profile(status == LUA_OK ? path : nullptr, message, sizeof message);
+  if (status != LUA_OK) return lua_error(L);
+  if (!finished) return luaL_error(L, "tensor.profile: %s", message);
+  return lua_gettop(L) - 2;
+}
+
+// tensor.profile_report([rows]): the last profile's top kernels as text.
+int profile_report(lua_State* L) {
+  const lua_Integer rows = luaL_optinteger(L, 1, 20);
+  if (rows < 1) return luaL_error(L, "tensor.profile_report: rows must be >= 1, got %d", (int)rows);
+  if (last_events().empty()) {
+    lua_pushliteral(L, "no profile yet: run code under tensor.profile(fn) or LAZYLUA_PROFILE\n");
+    return 1;
+  }
+  const std::string text = profiler::kernel_table(last_events(), static_cast<int>(rows));
+  lua_pushlstring(L, text.data(), text.size());
+  return 1;
+}
+
+}  // namespace
+
+void register_profile_functions(lua_State* L) {
+  static const luaL_Reg functions[] = {
+      {"profile", profile},
+      {"profile_report", guarded<profile_report>},
+      {nullptr, nullptr},
+  };
+  luaL_setfuncs(L, functions, 0);
+  const char* path = std::getenv("LAZYLUA_PROFILE");
+  if (!path || !*path || profiler::running() || is_sandboxed(L)) return;
+  auto* at_exit = new (lua_newuserdatauv(L, sizeof(ProfileAtExit), 0)) ProfileAtExit{path};
+  (void)at_exit;
+  lua_newtable(L);
+  lua_pushcfunction(L, write_profile_at_exit);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kProfileAtExitKey);
+  profiler::start();
+}
+
+}  // namespace lazylua::binding
