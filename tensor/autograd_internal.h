@@ -39,8 +39,8 @@ struct GradRule {
   uint32_t saves = 0;  // the values the rule reads, saved when the op runs
   GradFunction backward = nullptr;
 };
-// The rule of an IR op: one switch over every op, so a new op without a
-// row does not compile.
+// The rule of an IR op: its row of the table in autograd_rules.cpp, which
+// has one for every op (checked at compile time).
 GradRule gradient_rule(Op op);
 
 // Gives `out`, the result of `call` on `inputs` (all of the op's inputs, in

@@ -1,11 +1,13 @@
 // autograd_rules.cpp - the gradient rules, one table keyed by IR op
-// (gradient_rule), written with the tensor ops themselves so that lazy mode
-// records backward as well. x is an op's input, y its result, g the
-// gradient of y. The switches over Op, UnaryOp and BinaryOp have no
-// `default:`: under -Werror=switch an op without a row does not compile,
-// and an op that has none is listed as such.
+// (kRows), written with the tensor ops themselves so that lazy mode records
+// backward as well. x is an op's input, y its result, g the gradient of y.
+// The table has a row for every IR op (static_assert) and the switches over
+// UnaryOp, BinaryOp and ReduceOp have no `default:` (-Werror=switch): an op
+// without a rule does not compile, and an op without a gradient is listed
+// as such.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "autograd_internal.h"
 
@@ -484,73 +486,72 @@ Grads max_pool2d_rule(const GradNode& node, const Tensor& g) {
   return {lazylua::max_pool2d_grad(g, input(node, g, 0), window)};
 }
 
+// The table: one row an IR op, in the order of LAZYLUA_IR_OPS (checked
+// below, so a new op without a row does not compile), with the values its
+// rule reads (saved when the op runs: input k as in<k>, the result as out) and
+// the rule.
+constexpr uint32_t in0 = saves_input(0), in1 = saves_input(1), in2 = saves_input(2);
+constexpr uint32_t out = kSavesResult;
+using enum GradKind;
+struct Row {
+  Op op;
+  GradRule rule;
+};
+// clang-format off
+constexpr Row kRows[] = {
+  // Leaves have no inputs.
+  {Op::parameter,          {none}},
+  {Op::scalar,             {none}},
+  {Op::constant,           {none}},
+  {Op::unary,              {differentiable, in0 | out, unary_rule}},
+  {Op::binary,             {differentiable, in0 | in1 | out, binary_rule}},
+  {Op::where,              {differentiable, in0, where_rule}},
+  {Op::cast,               {differentiable, 0, cast_rule}},
+  {Op::clamp,              {differentiable, in0 | in1 | in2, clamp_rule}},
+  // Input 1: the indices of max(dim) and min(dim).
+  {Op::reduce,             {differentiable, in0 | in1 | out, reduce_rule}},
+  {Op::arg_reduce,         {none}},  // an index is an integer
+  {Op::softmax,            {differentiable, out, softmax_rule}},
+  {Op::cumsum,             {differentiable, 0, cumsum_rule}},
+  {Op::matmul,             {differentiable, in0 | in1, matmul_rule}},
+  {Op::reshape,            {differentiable, 0, reshape_rule}},
+  {Op::permute,            {differentiable, 0, permute_rule}},
+  {Op::slice,              {differentiable, 0, slice_rule}},
+  {Op::select,             {differentiable, 0, select_rule}},
+  {Op::expand,             {differentiable, 0, expand_rule}},
+  // Writes through views are in place: check_in_place refuses them when
+  // they would need a gradient.
+  {Op::slice_update,       {unsupported}},
+  {Op::select_update,      {unsupported}},
+  {Op::cat,                {differentiable, 0, cat_rule}},
+  {Op::gather,             {differentiable, in1, gather_rule}},
+  {Op::index_select,       {differentiable, in1, index_select_rule}},
+  {Op::scatter_add,        {differentiable, in1, scatter_add_rule}},
+  {Op::conv2d,             {differentiable, in0 | in1, conv2d_rule}},
+  // The *_grad ops would be second derivatives.
+  {Op::conv2d_grad_input,  {unsupported}},
+  {Op::conv2d_grad_weight, {unsupported}},
+  {Op::max_pool2d,         {differentiable, in0, max_pool2d_rule}},
+  {Op::max_pool2d_grad,    {unsupported}},
+  // A scan's gradient is a reverse scan, attached whole by scan_grad.cpp.
+  {Op::scan,               {unsupported}},
+  {Op::scan_output,        {unsupported}},
+};
+// clang-format on
+
+constexpr bool rows_follow_ops() {
+  for (int k = 0; k < kOpCount; k++) {
+    if (kRows[k].op != static_cast<Op>(k)) return false;
+  }
+  return true;
+}
+static_assert(std::size(kRows) == kOpCount, "an IR op without a gradient row");
+static_assert(rows_follow_ops(), "gradient rows out of the order of LAZYLUA_IR_OPS");
+
 }  // namespace
 
-// The table. Each row: the values the rule reads (saved when the op runs)
-// and the rule.
 GradRule gradient_rule(Op op) {
-  using enum GradKind;
-  const uint32_t x = saves_input(0), y = kSavesResult;
-  switch (op) {
-    case Op::unary:
-      return {differentiable, x | y, unary_rule};
-    case Op::binary:
-      return {differentiable, x | saves_input(1) | y, binary_rule};
-    case Op::where:
-      return {differentiable, x, where_rule};
-    case Op::cast:
-      return {differentiable, 0, cast_rule};
-    case Op::clamp:
-      return {differentiable, x | saves_input(1) | saves_input(2), clamp_rule};
-    case Op::reduce:  // input 1: the indices of max(dim) and min(dim)
-      return {differentiable, x | saves_input(1) | y, reduce_rule};
-    case Op::softmax:
-      return {differentiable, y, softmax_rule};
-    case Op::cumsum:
-      return {differentiable, 0, cumsum_rule};
-    case Op::matmul:
-      return {differentiable, x | saves_input(1), matmul_rule};
-    case Op::reshape:
-      return {differentiable, 0, reshape_rule};
-    case Op::permute:
-      return {differentiable, 0, permute_rule};
-    case Op::slice:
-      return {differentiable, 0, slice_rule};
-    case Op::select:
-      return {differentiable, 0, select_rule};
-    case Op::expand:
-      return {differentiable, 0, expand_rule};
-    case Op::cat:
-      return {differentiable, 0, cat_rule};
-    case Op::gather:
-      return {differentiable, saves_input(1), gather_rule};
-    case Op::index_select:
-      return {differentiable, saves_input(1), index_select_rule};
-    case Op::scatter_add:
-      return {differentiable, saves_input(1), scatter_add_rule};
-    case Op::conv2d:
-      return {differentiable, x | saves_input(1), conv2d_rule};
-    case Op::max_pool2d:
-      return {differentiable, x, max_pool2d_rule};
-    // Leaves have no inputs; an index is an integer.
-    case Op::parameter:
-    case Op::scalar:
-    case Op::constant:
-    case Op::arg_reduce:
-      return {none};
-    // Writes through views are in-place (check_in_place refuses them with
-    // a gradient); the *_grad ops would be second derivatives; a scan's
-    // gradient is a reverse scan that scan_grad.cpp attaches to it whole.
-    case Op::slice_update:
-    case Op::select_update:
-    case Op::conv2d_grad_input:
-    case Op::conv2d_grad_weight:
-    case Op::max_pool2d_grad:
-    case Op::scan:
-    case Op::scan_output:
-      return {unsupported};
-  }
-  throw InternalError(fmt::format("no gradient rule for op {}", static_cast<int>(op)));
+  return kRows[static_cast<int>(op)].rule;
 }
 
 }  // namespace lazylua::autograd
