@@ -111,10 +111,8 @@ Tensor record(const Tensor& out, const OpCall& call, const std::vector<Tensor>& 
   if (!any) return out;
   const GradRule rule = gradient_rule(call.op);
   if (rule.kind != GradKind::differentiable) {
-    throw InternalError(
-        fmt::format("autograd: '{}' recorded as differentiable, but it has no "
-                    "gradient rule",
-                    op_name(call.op, call.sub_op, call.attrs.values)));
+    throw InternalError(fmt::format("autograd: '{}' has no gradient rule",
+                                    op_name(call.op, call.sub_op, call.attrs.values)));
   }
   Ref<GradNode> node(new GradNode);
   node->call = call;
