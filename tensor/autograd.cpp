@@ -1,11 +1,19 @@
-// autograd.cpp - grad mode, leaves, saved values and the backward engine
-// (the gradient rules of the ops are in autograd_rules.cpp).
+// autograd.cpp - grad mode, leaves, saved values, recording and the backward
+// engine (the gradient rules of the ops are in autograd_rules.cpp).
 #include "autograd.h"
 
 #include <algorithm>
 #include <unordered_map>
 
 #include "autograd_internal.h"
+
+namespace lazylua {
+
+OpCall OpCall::of(const Node& node) {
+  return {node.op, node.sub_op, Attrs(node.attrs, kMaxDims)};
+}
+
+}  // namespace lazylua
 
 namespace lazylua::autograd {
 
@@ -62,6 +70,7 @@ void check_in_place(const Tensor& self, const char* op, const Tensor& source) {
 
 Saved save(const Tensor& t) {
   Saved saved;
+  saved.kept = true;
   if (t->context->eager && !t->pending && !t->is_lazy_view() && t->data.defined()) {
     saved.data = t->data;
     saved.version = t->data.buffer ? t->data.buffer->version : 0;
@@ -69,10 +78,12 @@ Saved save(const Tensor& t) {
     saved.node = value_of(t);
   }
   saved.shape = t->shape;
+  saved.dtype = t->dtype;
   return saved;
 }
 
 Tensor restore(Context* context, const Saved& saved) {
+  if (!saved.kept) throw InternalError("backward: a gradient rule reads a value it did not save");
   if (saved.node) return Tensor(new TensorImpl(context, saved.node));
   if (saved.data.buffer && saved.data.buffer->version != saved.version) {
     fail(
@@ -88,25 +99,36 @@ bool needs_grad(const Tensor& t) {
   return t && t->requires_grad && grad_enabled(t->context.get());
 }
 
-Tensor attach(const Tensor& out, const char* name, std::vector<Tensor> inputs,
-              std::function<std::vector<Tensor>(const Tensor&)> backward) {
+Tensor record(const Tensor& out, const OpCall& call, const std::vector<Tensor>& inputs) {
   if (!is_floating(out->dtype)) return out;
   bool any = false;
-  for (Tensor& input : inputs) {
+  for (const Tensor& input : inputs) {
     // A result that is an input itself (a cast to its own dtype) has
     // nothing to record.
     if (input.get() == out.get()) return out;
-    if (!needs_grad(input)) {
-      input = Tensor{};
-    } else {
-      any = true;
-    }
+    any = any || needs_grad(input);
   }
   if (!any) return out;
+  const GradRule rule = gradient_rule(call.op);
+  if (rule.kind != GradKind::differentiable) {
+    throw InternalError(fmt::format("autograd: '{}' has no gradient rule",
+                                    op_name(call.op, call.sub_op, call.attrs.values)));
+  }
   Ref<GradNode> node(new GradNode);
-  node->name = name;
-  node->inputs = std::move(inputs);
-  node->backward = std::move(backward);
+  node->call = call;
+  for (size_t k = 0; k < inputs.size(); k++) {
+    const Tensor& input = inputs[k];
+    node->inputs.push_back(needs_grad(input) ? input : Tensor{});
+    Saved saved;
+    if (rule.saves & saves_input(static_cast<int>(k))) {
+      saved = save(input);
+    } else {
+      saved.shape = input->shape;
+      saved.dtype = input->dtype;
+    }
+    node->saved.push_back(std::move(saved));
+  }
+  if (rule.saves & kSavesResult) node->result = save(out);
   out->requires_grad = true;
   out->grad_fn = std::move(node);
   return out;
@@ -217,14 +239,15 @@ void backward(const Tensor& root, std::optional<Tensor> grad) {
     if (found == grads.end()) continue;
     const std::vector<Tensor> g = std::move(found->second);
     grads.erase(found);
-    if (!node->backward && !node->backward_multi) {
+    if (node->freed) {
       fail(
           "backward: the graph through '{}' was already used by an earlier backward and freed; "
           "run the forward pass again",
-          node->name);
+          node->name());
     }
     const std::vector<Tensor> input_grads =
-        node->backward_multi ? node->backward_multi(g) : node->backward(g[0]);
+        node->backward_multi ? node->backward_multi(g)
+                             : gradient_rule(node->call.op).backward(*node, g[0]);
     for (size_t k = 0; k < node->inputs.size(); k++) {
       const Tensor& input = node->inputs[k];
       if (!input || k >= input_grads.size() || !input_grads[k]) continue;
@@ -242,9 +265,11 @@ void backward(const Tensor& root, std::optional<Tensor> grad) {
   // Free the graph as PyTorch does: saved values go now, not when the last
   // tensor of the forward pass is collected.
   for (const Ref<GradNode>& node : order) {
-    node->backward = nullptr;
+    node->freed = true;
     node->backward_multi = nullptr;
     node->inputs.clear();
+    node->saved.clear();
+    node->result = Saved{};
   }
 }
 

@@ -2,14 +2,16 @@
 //
 // Each differentiable op here runs the plain op of tensor.h and, when an
 // input requires a gradient (and grad mode is on), gives the result a
-// GradNode: the inputs, and a backward function that maps the result's
-// gradient to theirs. Backward functions are written with the same tensor
-// ops, so in lazy mode backward is recorded too and the forward pass, the
-// backward pass and the optimizer update of a training step become one
-// graph. The engine (backward) walks the GradNodes from a root in reverse
-// topological order, sums the gradients that reach each node, and adds
-// those that reach leaves (tensors that require grad and were not computed
-// by a recorded op) into their `grad`.
+// GradNode: the IR op it computed (an OpCall), the inputs, and the values
+// the op's gradient rule will read. The rules are one table keyed by IR op
+// (autograd_rules.cpp), written with the same tensor ops, so in lazy mode
+// backward is recorded too and the forward pass, the backward pass and the
+// optimizer update of a training step become one graph. An API call made of
+// several IR ops (transpose is a permute, stack a cat of unsqueezes)
+// records the gradients of those ops. The engine (backward) walks the
+// GradNodes from a root in reverse topological order, sums the gradients
+// that reach each node, and adds those that reach leaves (tensors that
+// require grad and were not computed by a recorded op) into their `grad`.
 //
 // Saved values are snapshots: the IR node of the value in lazy mode, which
 // later in-place ops cannot change; in eager mode the data, with the
@@ -27,18 +29,48 @@
 
 namespace lazylua {
 
+// An op as autograd records it: the IR op, its sub-op and attrs, as a Node
+// of ir.h has them. Eager mode records no nodes, but the same descriptor
+// names what it computed.
+struct OpCall {
+  Op op;
+  uint8_t sub_op = 0;
+  Attrs attrs = {};
+  static OpCall of(const Node& node);
+};
+
+namespace autograd {
+
+// A value backward may need: its shape and dtype always; when the rule
+// reads it (`kept`), the IR node in lazy mode (immutable), or the data and
+// its buffer's version in eager mode.
+struct Saved {
+  bool kept = false;
+  NodeRef node;
+  Array data;
+  uint32_t version = 0;
+  Shape shape;
+  DType dtype = DType::f32;
+};
+
+}  // namespace autograd
+
 struct GradNode : public RefCounted {
-  const char* name = "";       // the op, for messages
+  OpCall call;                 // the op: its gradient rule, its name in messages
   std::vector<Tensor> inputs;  // null where no gradient is needed
-  // The gradients of `inputs` (null: none) from the gradient of the result.
-  // Cleared once backward has run through the node.
-  std::function<std::vector<Tensor>(const Tensor& grad)> backward;
+  // Per input of the op, then its result: what the rule reads. Cleared
+  // (`freed`) once backward has run through the node.
+  std::vector<autograd::Saved> saved;
+  autograd::Saved result;
+  bool freed = false;
   // A node with several results (a scan): TensorImpl::grad_output says
   // which one a tensor is, and backward_multi gets all their gradients
   // (null for those that got none).
   int outputs = 1;
   std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)> backward_multi;
   uint64_t visit_epoch = 0;
+
+  const char* name() const { return op_name(call.op, call.sub_op, call.attrs.values); }
 };
 
 namespace autograd {
@@ -59,7 +91,8 @@ void backward(const Tensor& root, std::optional<Tensor> grad);
 // would break a gradient.
 void check_in_place(const Tensor& self, const char* op, const Tensor& source = Tensor{});
 
-// ---- Differentiable ops: as in tensor.h, plus gradient recording ----
+// ---- Differentiable ops: as in tensor.h, plus recording the IR op for its
+// gradient rule (autograd_ops.cpp) ----
 Tensor unary(UnaryOp op, const Tensor& a);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary(BinaryOp op, const Tensor& a, ops::Scalar b);

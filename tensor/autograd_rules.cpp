@@ -1,16 +1,19 @@
-// autograd_rules.cpp - one gradient rule per differentiable op, written with
-// the tensor ops themselves so that lazy mode records backward as well.
-// x is an op's input, y its result, g the gradient of y.
+// autograd_rules.cpp - the gradient rules, one table keyed by IR op
+// (kRows), written with the tensor ops themselves so that lazy mode records
+// backward as well. x is an op's input, y its result, g the gradient of y.
+// The table has a row for every IR op (static_assert) and the switches over
+// UnaryOp, BinaryOp and ReduceOp have no `default:` (-Werror=switch): an op
+// without a rule does not compile, and an op without a gradient is listed
+// as such.
+#include <algorithm>
 #include <cmath>
-#include <numeric>
-#include <string_view>
+#include <iterator>
 
 #include "autograd_internal.h"
 
 namespace lazylua::autograd {
 namespace {
 
-using Grads = std::vector<Tensor>;
 using ops::Scalar;
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -54,6 +57,33 @@ Tensor as(const Tensor& t, DType dtype) {
   return lazylua::cast(t, dtype);
 }
 
+// ---- What a rule reads from its node ----
+
+// Input k's value, saved when the op ran.
+Tensor input(const GradNode& node, const Tensor& g, int k) {
+  return restore(g->context.get(), node.saved[static_cast<size_t>(k)]);
+}
+Tensor result(const GradNode& node, const Tensor& g) {
+  return restore(g->context.get(), node.result);
+}
+const Shape& input_shape(const GradNode& node, int k) {
+  return node.saved[static_cast<size_t>(k)].shape;
+}
+// Input k needs a gradient.
+bool wants(const GradNode& node, int k) {
+  return static_cast<bool>(node.inputs[static_cast<size_t>(k)]);
+}
+int64_t attr(const GradNode& node, int k) {
+  return node.call.attrs.values[k];
+}
+int dim_attr(const GradNode& node, int k) {
+  return static_cast<int>(attr(node, k));
+}
+
+[[noreturn]] void no_gradient(const char* name) {
+  throw InternalError(fmt::format("autograd: '{}' has a bool result and no gradient", name));
+}
+
 // g of a reduction over `dim` (all dims when none) brought back to `shape`.
 Tensor unreduce(const Tensor& g, std::optional<int> dim, bool keepdim, const Shape& shape) {
   Tensor h = g;
@@ -80,6 +110,8 @@ Tensor pad(Context* c, const Tensor& g, int dim, int64_t start, const Shape& sha
   }
   return parts.size() == 1 ? g : lazylua::cat(parts, dim);
 }
+
+// ---- Elementwise: one case per row of kernels/elementwise_ops.h ----
 
 Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, const Tensor& y) {
   const DType dt = g->dtype;
@@ -140,10 +172,8 @@ Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, cons
     case UnaryOp::trunc:
       return zeros(c, dt, x->shape);
     case UnaryOp::logical_not:
-      return Tensor{};  // a bool result: never differentiated
+      no_gradient(unary_op_name(op));
   }
-  // No default above: a row of elementwise_ops.h without a rule here does
-  // not compile (-Werror=switch), never a silently missing gradient.
   throw InternalError(fmt::format("no gradient rule for unary op {}", static_cast<int>(op)));
 }
 
@@ -213,402 +243,315 @@ std::pair<Tensor, Tensor> binary_grad(BinaryOp op, Context* c, const Tensor& g, 
     case BinaryOp::logical_and:
     case BinaryOp::logical_or:
     case BinaryOp::logical_xor:
-      break;  // comparisons and logic: bool results, never differentiated
+      no_gradient(binary_op_name(op));
   }
   return {want_a ? ga : Tensor{}, want_b ? gb : Tensor{}};
 }
 
-Tensor binary_node(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
-                   bool a_is_scalar, bool b_is_scalar) {
-  const bool want_a = !a_is_scalar && needs_grad(a), want_b = !b_is_scalar && needs_grad(b);
-  if (!want_a && !want_b) return out;
-  Context* c = out->context.get();
-  const Saved sa = save(a), sb = save(b), sy = save(out);
-  return attach(out, binary_op_name(op), {a_is_scalar ? Tensor{} : a, b_is_scalar ? Tensor{} : b},
-                [=](const Tensor& g) -> Grads {
-                  const DType dt = g->dtype;
-                  auto [ga, gb] =
-                      binary_grad(op, c, g, as(restore(c, sa), dt), as(restore(c, sb), dt),
-                                  restore(c, sy), want_a, want_b);
-                  return {ga, gb};
-                });
+Grads unary_rule(const GradNode& node, const Tensor& g) {
+  const auto op = static_cast<UnaryOp>(node.call.sub_op);
+  return {unary_grad(op, g->context.get(), g, as(input(node, g, 0), g->dtype), result(node, g))};
 }
 
-}  // namespace
-
-// ---- Elementwise ----
-
-Tensor unary(UnaryOp op, const Tensor& a) {
-  Tensor out = lazylua::unary(op, a);
-  if (!needs_grad(a)) return out;
-  Context* c = a->context.get();
-  const Saved sx = save(a), sy = save(out);
-  return attach(out, unary_op_name(op), {a}, [=](const Tensor& g) -> Grads {
-    return {unary_grad(op, c, g, as(restore(c, sx), g->dtype), restore(c, sy))};
-  });
+// A Lua number operand is an input that wants no gradient (autograd_ops.cpp).
+Grads binary_rule(const GradNode& node, const Tensor& g) {
+  const DType dt = g->dtype;
+  auto [ga, gb] = binary_grad(static_cast<BinaryOp>(node.call.sub_op), g->context.get(), g,
+                              as(input(node, g, 0), dt), as(input(node, g, 1), dt), result(node, g),
+                              wants(node, 0), wants(node, 1));
+  return {ga, gb};
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  return binary_node(op, lazylua::binary(op, a, b), a, b, false, false);
+// (cond, a, b): cond is bool and has none.
+Grads where_rule(const GradNode& node, const Tensor& g) {
+  const Tensor mask = input(node, g, 0);
+  const Tensor zero = zeros(g->context.get(), g->dtype, g->shape);
+  return {Tensor{}, lazylua::where(mask, g, zero), lazylua::where(mask, zero, g)};
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, Scalar b) {
-  Tensor out = lazylua::binary(op, a, b);
-  if (!needs_grad(a)) return out;
-  const Tensor s = scalar_tensor(a->context.get(), b, out->dtype);
-  return binary_node(op, out, a, s, false, true);
+Grads cast_rule(const GradNode& node, const Tensor& g) {
+  return {as(g, node.saved[0].dtype)};
 }
 
-Tensor binary(BinaryOp op, Scalar a, const Tensor& b) {
-  Tensor out = lazylua::binary(op, a, b);
-  if (!needs_grad(b)) return out;
-  const Tensor s = scalar_tensor(b->context.get(), a, out->dtype);
-  return binary_node(op, out, s, b, true, false);
-}
-
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  Tensor out = lazylua::where(cond, a, b);
-  if (!needs_grad(a) && !needs_grad(b)) return out;
-  Context* c = out->context.get();
-  const Saved sc = save(cond);
-  return attach(out, "where", {a, b}, [=](const Tensor& g) -> Grads {
-    const Tensor mask = restore(c, sc);
-    const Tensor zero = zeros(c, g->dtype, g->shape);
-    return {lazylua::where(mask, g, zero), lazylua::where(mask, zero, g)};
-  });
-}
-
-Tensor clamp(const Tensor& a, std::optional<Scalar> low, std::optional<Scalar> high) {
-  Tensor out = lazylua::clamp(a, low, high);
-  if (!needs_grad(a)) return out;
-  Context* c = a->context.get();
-  const Saved sx = save(a);
-  return attach(out, "clamp", {a}, [=](const Tensor& g) -> Grads {
-    const Tensor x = restore(c, sx);
-    Tensor inside = filled(c, 1, g->dtype, g->shape);
-    if (low) inside = mul(inside, lazylua::cast(lazylua::binary(BinaryOp::ge, x, *low), g->dtype));
-    if (high)
-      inside = mul(inside, lazylua::cast(lazylua::binary(BinaryOp::le, x, *high), g->dtype));
-    return {mul(g, inside)};
-  });
-}
-
-Tensor cast(const Tensor& a, DType dtype) {
-  Tensor out = lazylua::cast(a, dtype);
-  if (!needs_grad(a) || out.get() == a.get()) return out;
-  const DType from = a->dtype;
-  return attach(out, "cast", {a}, [=](const Tensor& g) -> Grads { return {as(g, from)}; });
-}
-
-Tensor clone(const Tensor& a) {
-  Tensor out = lazylua::clone(a);
-  return attach(out, "clone", {a}, [](const Tensor& g) -> Grads { return {g}; });
-}
-
-Tensor contiguous(const Tensor& a) {
-  Tensor out = lazylua::contiguous(a);
-  return attach(out, "contiguous", {a}, [](const Tensor& g) -> Grads { return {g}; });
+// (x, low, high): 1 inside and on the bounds. The bounds are compared in
+// x's dtype, as clamp compares (autograd_ops.cpp saves them so; a scan body
+// has them as its inputs, Lua numbers in i64 or f64).
+Grads clamp_rule(const GradNode& node, const Tensor& g) {
+  const Tensor x = input(node, g, 0);
+  auto bound = [&](int k) { return as(input(node, g, k), x->dtype); };
+  Tensor inside = filled(g->context.get(), 1, g->dtype, g->shape);
+  if (node.call.sub_op & 1) inside = mul(inside, indicator(BinaryOp::ge, x, bound(1), g->dtype));
+  if (node.call.sub_op & 2) inside = mul(inside, indicator(BinaryOp::le, x, bound(2), g->dtype));
+  return {mul(g, inside), Tensor{}, Tensor{}};
 }
 
 // ---- Reductions, softmax, matmul ----
 
-Tensor reduce(ReduceOp op, const Tensor& a, std::optional<int> dim, bool keepdim) {
-  Tensor out = lazylua::reduce(op, a, dim, keepdim);
-  if (!needs_grad(a)) return out;
-  Context* c = a->context.get();
-  const Shape shape = a->shape;
-  const Saved sx = save(a), sy = save(out);
+// max(dim) and min(dim) (autograd_ops.cpp): the gradient goes to the
+// position the index (input 1) names: a one-hot mask (index == 1..n along
+// dim), elementwise, so it fuses.
+Tensor to_index(const GradNode& node, const Tensor& g, int dim, bool keepdim) {
+  const Shape& shape = input_shape(node, 0);
+  if (shape.rank() == 0) return g;
+  const int64_t extent = shape[dim];
+  Array positions = ops::arange(Scalar::from_integer(1), Scalar::from_integer(extent + 1),
+                                Scalar::from_integer(1), DType::i64);
+  Shape along = Dims::filled(shape.rank(), 1);
+  along[dim] = extent;
+  const Tensor position = lazylua::reshape(make_tensor(g->context.get(), positions), along);
+  const Tensor index = unreduce(input(node, g, 1), dim, keepdim, shape);
+  const Tensor hit = indicator(BinaryOp::eq, position, index, g->dtype);
+  return mul(unreduce(g, dim, keepdim, shape), hit);
+}
+
+Grads reduce_rule(const GradNode& node, const Tensor& g) {
+  const auto op = static_cast<ReduceOp>(node.call.sub_op);
+  const std::optional<int> dim =
+      attr(node, 0) < 0 ? std::nullopt : std::optional<int>(dim_attr(node, 0));
+  const bool keepdim = attr(node, 1) != 0;
+  if (node.saved.size() == 2) return {to_index(node, g, *dim, keepdim), Tensor{}};
+  const Shape& shape = input_shape(node, 0);
   const int64_t count = dim ? (shape.rank() == 0 ? 1 : shape[*dim]) : numel(shape);
-  return attach(out, "reduce", {a}, [=](const Tensor& g) -> Grads {
-    const Tensor spread = unreduce(g, dim, keepdim, shape);
-    switch (op) {
-      case ReduceOp::sum:
-        return {spread};
-      case ReduceOp::mean:
-        return {mul(spread, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)))};
-      case ReduceOp::prod: {
-        const Tensor y = unreduce(restore(c, sy), dim, keepdim, shape);
-        return {div(mul(spread, y), restore(c, sx))};
-      }
-      case ReduceOp::max:
-      case ReduceOp::min: {
-        // Split evenly between the elements that reach the extreme.
-        const Tensor x = restore(c, sx);
-        const Tensor y = unreduce(restore(c, sy), dim, keepdim, shape);
-        const Tensor hit = indicator(BinaryOp::eq, x, y, g->dtype);
-        Tensor hits = dim ? lazylua::reduce(ReduceOp::sum, hit, dim, true)
-                          : lazylua::reduce(ReduceOp::sum, hit, std::nullopt, false);
-        hits = unreduce(hits, dim, true, shape);
-        return {div(mul(spread, hit), hits)};
-      }
-      default:
-        return {Tensor{}};
+  const Tensor spread = unreduce(g, dim, keepdim, shape);
+  switch (op) {
+    case ReduceOp::sum:
+      return {spread};
+    case ReduceOp::mean:
+      return {mul(spread, 1.0 / static_cast<double>(std::max<int64_t>(count, 1)))};
+    case ReduceOp::prod: {
+      const Tensor y = unreduce(result(node, g), dim, keepdim, shape);
+      return {div(mul(spread, y), input(node, g, 0))};
     }
-  });
-}
-
-std::pair<Tensor, Tensor> max_min_dim(bool is_max, const Tensor& a, int dim, bool keepdim) {
-  auto [values, indices] = lazylua::max_min_dim(is_max, a, dim, keepdim);
-  if (!needs_grad(a)) return {values, indices};
-  Context* c = a->context.get();
-  const Shape shape = a->shape;
-  const Saved si = save(indices);
-  values = attach(values, is_max ? "max" : "min", {a}, [=](const Tensor& g) -> Grads {
-    // The gradient goes to the position the index names: a one-hot mask
-    // (index == 1..n along dim), elementwise, so it fuses.
-    if (shape.rank() == 0) return {g};
-    const int64_t extent = shape[dim];
-    Array positions = ops::arange(Scalar::from_integer(1), Scalar::from_integer(extent + 1),
-                                  Scalar::from_integer(1), DType::i64);
-    Shape along = Dims::filled(shape.rank(), 1);
-    along[dim] = extent;
-    const Tensor position = lazylua::reshape(make_tensor(c, positions), along);
-    const Tensor index = unreduce(restore(c, si), dim, keepdim, shape);
-    const Tensor hit = indicator(BinaryOp::eq, position, index, g->dtype);
-    return {mul(unreduce(g, dim, keepdim, shape), hit)};
-  });
-  return {values, indices};
-}
-
-Tensor softmax(const Tensor& a, int dim, bool log) {
-  Tensor out = lazylua::softmax(a, dim, log);
-  if (!needs_grad(a)) return out;
-  Context* c = a->context.get();
-  const Saved sy = save(out);
-  return attach(out, log ? "log_softmax" : "softmax", {a}, [=](const Tensor& g) -> Grads {
-    const Tensor y = restore(c, sy);
-    if (log) {
-      const Tensor total = lazylua::reduce(ReduceOp::sum, g, dim, true);
-      return {sub(g, mul(apply(UnaryOp::exp, y), total))};
+    case ReduceOp::max:
+    case ReduceOp::min: {
+      // Split evenly between the elements that reach the extreme.
+      const Tensor x = input(node, g, 0);
+      const Tensor y = unreduce(result(node, g), dim, keepdim, shape);
+      const Tensor hit = indicator(BinaryOp::eq, x, y, g->dtype);
+      Tensor hits = dim ? lazylua::reduce(ReduceOp::sum, hit, dim, true)
+                        : lazylua::reduce(ReduceOp::sum, hit, std::nullopt, false);
+      hits = unreduce(hits, dim, true, shape);
+      return {div(mul(spread, hit), hits)};
     }
-    const Tensor dot = lazylua::reduce(ReduceOp::sum, mul(g, y), dim, true);
-    return {mul(y, sub(g, dot))};
-  });
+    case ReduceOp::any:
+    case ReduceOp::all:
+      no_gradient(reduce_op_name(op));
+  }
+  throw InternalError(fmt::format("no gradient rule for reduce op {}", static_cast<int>(op)));
 }
 
-Tensor cumsum(const Tensor& a, int dim) {
-  Tensor out = lazylua::cumsum(a, dim);
-  return attach(out, "cumsum", {a}, [=](const Tensor& g) -> Grads {
-    // Sum over j >= i of g_j: the total, less the sum before i.
-    if (g->shape.rank() == 0) return {g};
+Grads softmax_rule(const GradNode& node, const Tensor& g) {
+  const int dim = dim_attr(node, 0);
+  const Tensor y = result(node, g);
+  if (attr(node, 1) != 0) {  // log_softmax
     const Tensor total = lazylua::reduce(ReduceOp::sum, g, dim, true);
-    return {add(sub(total, lazylua::cumsum(g, dim)), g)};
-  });
+    return {sub(g, mul(apply(UnaryOp::exp, y), total))};
+  }
+  const Tensor dot = lazylua::reduce(ReduceOp::sum, mul(g, y), dim, true);
+  return {mul(y, sub(g, dot))};
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  Tensor out = lazylua::matmul(a, b);
-  const bool want_a = needs_grad(a), want_b = needs_grad(b);
-  if (!want_a && !want_b) return out;
-  Context* c = out->context.get();
-  const Saved sa = save(a), sb = save(b);
-  const Shape a_shape = a->shape, b_shape = b->shape;
-  // b = W:t() (nn.Linear's weight): W's gradient is the transpose of b's,
-  // so b's is computed as (h^T x)^T; the two transposes cancel and W's
-  // gradient comes out of BLAS in W's own layout.
-  // (A 2-D permute is a transpose too: a scan body replays transposes as such.)
-  const bool b_is_transpose = b_shape.rank() == 2 && b->grad_fn &&
-                              (std::string_view(b->grad_fn->name) == "transpose" ||
-                               std::string_view(b->grad_fn->name) == "permute");
-  return attach(out, "matmul", {a, b}, [=](const Tensor& g) -> Grads {
-    // 1-D operands as matrices: a row (1, n) and a column (n, 1).
-    Tensor x = as(restore(c, sa), g->dtype), w = as(restore(c, sb), g->dtype);
-    if (a_shape.rank() == 1) x = lazylua::unsqueeze(x, 0);
-    if (b_shape.rank() == 1) w = lazylua::unsqueeze(w, 1);
-    // The result's shape before the 1-D dims were dropped.
-    Shape x_batch = x->shape, w_batch = w->shape;
-    x_batch.resize(x_batch.rank() - 2);
-    w_batch.resize(w_batch.rank() - 2);
-    Shape full = broadcast_shapes(x_batch, w_batch, "matmul");
-    full.push_back(x->shape[x->shape.rank() - 2]);
-    full.push_back(w->shape.back());
-    const Tensor h = lazylua::reshape(g, full);
-    Tensor ga, gb;
-    if (want_a) {
-      ga = lazylua::matmul(h, lazylua::transpose(w, w->shape.rank() - 2, w->shape.rank() - 1));
-      ga = lazylua::reshape(sum_to(ga, x->shape), a_shape);
-    }
-    if (want_b && b_is_transpose && x->shape.rank() == 2) {
-      gb = lazylua::transpose(lazylua::matmul(lazylua::transpose(h, 0, 1), x), 0, 1);
-    } else if (want_b) {
-      gb = lazylua::matmul(lazylua::transpose(x, x->shape.rank() - 2, x->shape.rank() - 1), h);
-      gb = lazylua::reshape(sum_to(gb, w->shape), b_shape);
-    }
-    return {ga, gb};
-  });
+Grads cumsum_rule(const GradNode& node, const Tensor& g) {
+  // Sum over j >= i of g_j: the total, less the sum before i.
+  if (g->shape.rank() == 0) return {g};
+  const int dim = dim_attr(node, 0);
+  const Tensor total = lazylua::reduce(ReduceOp::sum, g, dim, true);
+  return {add(sub(total, lazylua::cumsum(g, dim)), g)};
+}
+
+Grads matmul_rule(const GradNode& node, const Tensor& g) {
+  const Shape& a_shape = input_shape(node, 0);
+  const Shape& b_shape = input_shape(node, 1);
+  const bool want_a = wants(node, 0), want_b = wants(node, 1);
+  // b = W:t() (nn.Linear's weight), a permute with a gradient history: W's
+  // gradient is the transpose of b's, so b's is computed as (h^T x)^T; the
+  // two transposes cancel and W's gradient comes out of BLAS in W's own
+  // layout.
+  const bool b_is_transpose = want_b && b_shape.rank() == 2 && node.inputs[1]->grad_fn &&
+                              node.inputs[1]->grad_fn->call.op == Op::permute;
+  // 1-D operands as matrices: a row (1, n) and a column (n, 1).
+  Tensor x = as(input(node, g, 0), g->dtype), w = as(input(node, g, 1), g->dtype);
+  if (a_shape.rank() == 1) x = lazylua::unsqueeze(x, 0);
+  if (b_shape.rank() == 1) w = lazylua::unsqueeze(w, 1);
+  // The result's shape before the 1-D dims were dropped.
+  Shape x_batch = x->shape, w_batch = w->shape;
+  x_batch.resize(x_batch.rank() - 2);
+  w_batch.resize(w_batch.rank() - 2);
+  Shape full = broadcast_shapes(x_batch, w_batch, "matmul");
+  full.push_back(x->shape[x->shape.rank() - 2]);
+  full.push_back(w->shape.back());
+  const Tensor h = lazylua::reshape(g, full);
+  Tensor ga, gb;
+  if (want_a) {
+    ga = lazylua::matmul(h, lazylua::transpose(w, w->shape.rank() - 2, w->shape.rank() - 1));
+    ga = lazylua::reshape(sum_to(ga, x->shape), a_shape);
+  }
+  if (want_b && b_is_transpose && x->shape.rank() == 2) {
+    gb = lazylua::transpose(lazylua::matmul(lazylua::transpose(h, 0, 1), x), 0, 1);
+  } else if (want_b) {
+    gb = lazylua::matmul(lazylua::transpose(x, x->shape.rank() - 2, x->shape.rank() - 1), h);
+    gb = lazylua::reshape(sum_to(gb, w->shape), b_shape);
+  }
+  return {ga, gb};
 }
 
 // ---- Views and joins ----
 
-namespace {
-
-// Views whose gradient is g reshaped back to the input's shape.
-Tensor reshaped_node(const Tensor& out, const Tensor& a, const char* name) {
-  const Shape shape = a->shape;
-  return attach(out, name, {a},
-                [=](const Tensor& g) -> Grads { return {lazylua::reshape(g, shape)}; });
+Grads reshape_rule(const GradNode& node, const Tensor& g) {
+  return {lazylua::reshape(g, input_shape(node, 0))};
 }
 
-}  // namespace
-
-Tensor view(const Tensor& a, const Shape& shape) {
-  return reshaped_node(lazylua::view(a, shape), a, "view");
-}
-Tensor reshape(const Tensor& a, const Shape& shape) {
-  return reshaped_node(lazylua::reshape(a, shape), a, "reshape");
-}
-Tensor squeeze(const Tensor& a, std::optional<int> dim) {
-  return reshaped_node(lazylua::squeeze(a, dim), a, "squeeze");
-}
-Tensor unsqueeze(const Tensor& a, int dim) {
-  return reshaped_node(lazylua::unsqueeze(a, dim), a, "unsqueeze");
-}
-Tensor flatten(const Tensor& a, int start_dim, int end_dim) {
-  return reshaped_node(lazylua::flatten(a, start_dim, end_dim), a, "flatten");
+Grads permute_rule(const GradNode& node, const Tensor& g) {
+  std::vector<int> inverse(static_cast<size_t>(input_shape(node, 0).rank()));
+  for (size_t d = 0; d < inverse.size(); d++) inverse[dim_attr(node, static_cast<int>(d))] = d;
+  return {lazylua::permute(g, inverse)};
 }
 
-Tensor transpose(const Tensor& a, int dim_a, int dim_b) {
-  Tensor out = lazylua::transpose(a, dim_a, dim_b);
-  return attach(out, "transpose", {a},
-                [=](const Tensor& g) -> Grads { return {lazylua::transpose(g, dim_a, dim_b)}; });
+Grads slice_rule(const GradNode& node, const Tensor& g) {
+  return {pad(g->context.get(), g, dim_attr(node, 0), attr(node, 1), input_shape(node, 0))};
 }
 
-Tensor permute(const Tensor& a, const std::vector<int>& order) {
-  Tensor out = lazylua::permute(a, order);
-  std::vector<int> inverse(order.size());
-  for (size_t d = 0; d < order.size(); d++) inverse[order[d]] = static_cast<int>(d);
-  return attach(out, "permute", {a},
-                [=](const Tensor& g) -> Grads { return {lazylua::permute(g, inverse)}; });
+Grads select_rule(const GradNode& node, const Tensor& g) {
+  const int dim = dim_attr(node, 0);
+  return {
+      pad(g->context.get(), lazylua::unsqueeze(g, dim), dim, attr(node, 1), input_shape(node, 0))};
 }
 
-Tensor narrow(const Tensor& a, int dim, int64_t start, int64_t length) {
-  Tensor out = lazylua::narrow(a, dim, start, length);
-  Context* c = a->context.get();
-  const Shape shape = a->shape;
-  return attach(out, "narrow", {a},
-                [=](const Tensor& g) -> Grads { return {pad(c, g, dim, start, shape)}; });
+Grads expand_rule(const GradNode& node, const Tensor& g) {
+  return {sum_to(g, input_shape(node, 0))};
 }
 
-Tensor select(const Tensor& a, int dim, int64_t index) {
-  Tensor out = lazylua::select(a, dim, index);
-  Context* c = a->context.get();
-  const Shape shape = a->shape;
-  return attach(out, "select", {a}, [=](const Tensor& g) -> Grads {
-    return {pad(c, lazylua::unsqueeze(g, dim), dim, index, shape)};
-  });
+Grads cat_rule(const GradNode& node, const Tensor& g) {
+  const int dim = dim_attr(node, 0);
+  Grads grads;
+  int64_t start = 0;
+  for (const Saved& part : node.saved) {
+    grads.push_back(lazylua::narrow(g, dim, start, part.shape[dim]));
+    start += part.shape[dim];
+  }
+  return grads;
 }
 
-Tensor expand(const Tensor& a, const Shape& shape) {
-  Tensor out = lazylua::expand(a, shape);
-  const Shape from = a->shape;
-  return attach(out, "expand", {a}, [=](const Tensor& g) -> Grads { return {sum_to(g, from)}; });
+// (x, index)
+Grads gather_rule(const GradNode& node, const Tensor& g) {
+  const Tensor base = zeros(g->context.get(), g->dtype, input_shape(node, 0));
+  return {lazylua::scatter_add(base, dim_attr(node, 0), input(node, g, 1), g), Tensor{}};
 }
 
-Tensor cat(const std::vector<Tensor>& inputs, int dim) {
-  Tensor out = lazylua::cat(inputs, dim);
-  std::vector<int64_t> extents;
-  for (const Tensor& input : inputs) extents.push_back(input->shape[dim]);
-  return attach(out, "cat", inputs, [=](const Tensor& g) -> Grads {
-    Grads grads;
-    int64_t start = 0;
-    for (int64_t extent : extents) {
-      grads.push_back(lazylua::narrow(g, dim, start, extent));
-      start += extent;
+// (x, index)
+Grads index_select_rule(const GradNode& node, const Tensor& g) {
+  // Each selected slice adds back where it came from: the 1-D index
+  // broadcast along the other dims is a gather index for scatter_add.
+  const int dim = dim_attr(node, 0);
+  Shape along = Dims::filled(g->shape.rank(), 1);
+  along[dim] = g->shape[dim];
+  const Tensor spread = lazylua::expand(lazylua::reshape(input(node, g, 1), along), g->shape);
+  const Tensor base = zeros(g->context.get(), g->dtype, input_shape(node, 0));
+  return {lazylua::scatter_add(base, dim, spread, g), Tensor{}};
+}
+
+// (base, index, src)
+Grads scatter_add_rule(const GradNode& node, const Tensor& g) {
+  // Each src element was added at one position: its gradient is read
+  // back from there; a src larger than the index gets zeros elsewhere.
+  const Shape& src_shape = input_shape(node, 2);
+  Tensor gs = lazylua::gather(g, dim_attr(node, 0), input(node, g, 1));
+  for (int d = 0; d < src_shape.rank(); d++) {
+    if (gs->shape[d] < src_shape[d]) {
+      Shape padded = gs->shape;
+      padded[d] = src_shape[d];
+      gs = pad(g->context.get(), gs, d, 0, padded);
     }
-    return grads;
-  });
-}
-
-Tensor stack(const std::vector<Tensor>& inputs, int dim) {
-  Tensor out = lazylua::stack(inputs, dim);
-  const int64_t count = static_cast<int64_t>(inputs.size());
-  return attach(out, "stack", inputs, [=](const Tensor& g) -> Grads {
-    Grads grads;
-    for (int64_t k = 0; k < count; k++) grads.push_back(lazylua::select(g, dim, k));
-    return grads;
-  });
-}
-
-Tensor gather(const Tensor& a, int dim, const Tensor& index) {
-  Tensor out = lazylua::gather(a, dim, index);
-  if (!needs_grad(a)) return out;
-  Context* c = a->context.get();
-  const Shape shape = a->shape;
-  const Saved si = save(index);
-  return attach(out, "gather", {a}, [=](const Tensor& g) -> Grads {
-    return {lazylua::scatter_add(zeros(c, g->dtype, shape), dim, restore(c, si), g)};
-  });
-}
-
-Tensor flip(const Tensor& a, const std::vector<int>& dims) {
-  Tensor out = lazylua::flip(a, dims);
-  if (!needs_grad(a)) return out;
-  return attach(out, "flip", {a},
-                [=](const Tensor& g) -> Grads { return {lazylua::flip(g, dims)}; });
-}
-
-Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
-  Tensor out = lazylua::index_select(a, dim, index);
-  if (!needs_grad(a)) return out;
-  Context* c = a->context.get();
-  const Shape shape = a->shape;
-  const Saved si = save(index);
-  return attach(out, "index_select", {a}, [=](const Tensor& g) -> Grads {
-    // Each selected slice adds back where it came from: the 1-D index
-    // broadcast along the other dims is a gather index for scatter_add.
-    Shape along = Dims::filled(g->shape.rank(), 1);
-    along[dim] = g->shape[dim];
-    const Tensor spread = lazylua::expand(lazylua::reshape(restore(c, si), along), g->shape);
-    return {lazylua::scatter_add(zeros(c, g->dtype, shape), dim, spread, g)};
-  });
-}
-
-Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src) {
-  Tensor out = lazylua::scatter_add(base, dim, index, src);
-  Context* c = out->context.get();
-  const Saved si = save(index);
-  const Shape src_shape = src->shape;
-  return attach(out, "scatter_add", {base, src}, [=](const Tensor& g) -> Grads {
-    // Each src element was added at one position: its gradient is read
-    // back from there; a src larger than the index gets zeros elsewhere.
-    const Tensor index_value = restore(c, si);
-    Tensor gs = lazylua::gather(g, dim, index_value);
-    for (int d = 0; d < src_shape.rank(); d++) {
-      if (gs->shape[d] < src_shape[d]) {
-        Shape padded = gs->shape;
-        padded[d] = src_shape[d];
-        gs = pad(c, gs, d, 0, padded);
-      }
-    }
-    return {g, gs};
-  });
+  }
+  return {g, Tensor{}, gs};
 }
 
 // ---- Convolution and pooling ----
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window) {
-  Tensor out = lazylua::conv2d(x, weight, window);
-  const bool want_x = needs_grad(x), want_w = needs_grad(weight);
-  if (!want_x && !want_w) return out;
-  Context* c = out->context.get();
-  const Saved sx = want_w ? save(x) : Saved{}, sw = want_x ? save(weight) : Saved{};
-  const Shape x_shape = x->shape, w_shape = weight->shape;
-  return attach(out, "conv2d", {x, weight}, [=](const Tensor& g) -> Grads {
-    Tensor gx, gw;
-    if (want_x) gx = lazylua::conv2d_grad_input(g, restore(c, sw), x_shape, window);
-    if (want_w) gw = lazylua::conv2d_grad_weight(g, restore(c, sx), w_shape, window);
-    return {gx, gw};
-  });
+// (x, weight)
+Grads conv2d_rule(const GradNode& node, const Tensor& g) {
+  const Window2d window = ops::window_from_attrs(node.call.attrs.values);
+  Tensor gx, gw;
+  if (wants(node, 0)) {
+    gx = lazylua::conv2d_grad_input(g, input(node, g, 1), input_shape(node, 0), window);
+  }
+  if (wants(node, 1)) {
+    gw = lazylua::conv2d_grad_weight(g, input(node, g, 0), input_shape(node, 1), window);
+  }
+  return {gx, gw};
 }
 
-Tensor max_pool2d(const Tensor& x, const Window2d& window) {
-  Tensor out = lazylua::max_pool2d(x, window);
-  if (!needs_grad(x)) return out;
-  Context* c = out->context.get();
-  const Saved sx = save(x);
-  return attach(out, "max_pool2d", {x}, [=](const Tensor& g) -> Grads {
-    return {lazylua::max_pool2d_grad(g, restore(c, sx), window)};
-  });
+Grads max_pool2d_rule(const GradNode& node, const Tensor& g) {
+  const Window2d window = ops::window_from_attrs(node.call.attrs.values);
+  return {lazylua::max_pool2d_grad(g, input(node, g, 0), window)};
+}
+
+// The table: one row an IR op, in the order of LAZYLUA_IR_OPS (checked
+// below, so a new op without a row does not compile), with the values its
+// rule reads (saved when the op runs: input k as in<k>, the result as out) and
+// the rule.
+constexpr uint32_t in0 = saves_input(0), in1 = saves_input(1), in2 = saves_input(2);
+constexpr uint32_t out = kSavesResult;
+using enum GradKind;
+struct Row {
+  Op op;
+  GradRule rule;
+};
+// clang-format off
+constexpr Row kRows[] = {
+  // Leaves have no inputs.
+  {Op::parameter,          {none}},
+  {Op::scalar,             {none}},
+  {Op::constant,           {none}},
+  {Op::unary,              {differentiable, in0 | out, unary_rule}},
+  {Op::binary,             {differentiable, in0 | in1 | out, binary_rule}},
+  {Op::where,              {differentiable, in0, where_rule}},
+  {Op::cast,               {differentiable, 0, cast_rule}},
+  {Op::clamp,              {differentiable, in0 | in1 | in2, clamp_rule}},
+  // Input 1: the indices of max(dim) and min(dim).
+  {Op::reduce,             {differentiable, in0 | in1 | out, reduce_rule}},
+  {Op::arg_reduce,         {none}},  // an index is an integer
+  {Op::softmax,            {differentiable, out, softmax_rule}},
+  {Op::cumsum,             {differentiable, 0, cumsum_rule}},
+  {Op::matmul,             {differentiable, in0 | in1, matmul_rule}},
+  {Op::reshape,            {differentiable, 0, reshape_rule}},
+  {Op::permute,            {differentiable, 0, permute_rule}},
+  {Op::slice,              {differentiable, 0, slice_rule}},
+  {Op::select,             {differentiable, 0, select_rule}},
+  {Op::expand,             {differentiable, 0, expand_rule}},
+  // Writes through views are in place: check_in_place refuses them when
+  // they would need a gradient.
+  {Op::slice_update,       {unsupported}},
+  {Op::select_update,      {unsupported}},
+  {Op::cat,                {differentiable, 0, cat_rule}},
+  {Op::gather,             {differentiable, in1, gather_rule}},
+  {Op::index_select,       {differentiable, in1, index_select_rule}},
+  {Op::scatter_add,        {differentiable, in1, scatter_add_rule}},
+  {Op::conv2d,             {differentiable, in0 | in1, conv2d_rule}},
+  // The *_grad ops would be second derivatives.
+  {Op::conv2d_grad_input,  {unsupported}},
+  {Op::conv2d_grad_weight, {unsupported}},
+  {Op::max_pool2d,         {differentiable, in0, max_pool2d_rule}},
+  {Op::max_pool2d_grad,    {unsupported}},
+  // A scan's gradient is a reverse scan, attached whole by scan_grad.cpp.
+  {Op::scan,               {unsupported}},
+  {Op::scan_output,        {unsupported}},
+};
+// clang-format on
+
+constexpr bool rows_follow_ops() {
+  for (int k = 0; k < kOpCount; k++) {
+    if (kRows[k].op != static_cast<Op>(k)) return false;
+  }
+  return true;
+}
+static_assert(std::size(kRows) == kOpCount, "an IR op without a gradient row");
+static_assert(rows_follow_ops(), "gradient rows out of the order of LAZYLUA_IR_OPS");
+
+}  // namespace
+
+GradRule gradient_rule(Op op) {
+  return kRows[static_cast<int>(op)].rule;
 }
 
 }  // namespace lazylua::autograd

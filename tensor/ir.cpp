@@ -156,7 +156,7 @@ Node::~Node() {
   if (t_worklist == &late) t_worklist = nullptr;
 }
 
-const char* Node::name() const {
+const char* op_name(Op op, uint8_t sub_op, const int64_t* attrs) {
   switch (op) {
     case Op::unary:
       return unary_op_name(static_cast<UnaryOp>(sub_op));
@@ -171,6 +171,10 @@ const char* Node::name() const {
     default:
       return op_name(op);
   }
+}
+
+const char* Node::name() const {
+  return op_name(op, sub_op, attrs);
 }
 
 std::string location_string(const SourceLocation& location) {

@@ -69,6 +69,9 @@ constexpr int kOpCount = 0
     ;
 
 const char* op_name(Op op);
+// The name of one operation ("add", "sum", "log_softmax"...): the sub-op's
+// for unary, binary and reduce ops, else the op's, as Node::name() gives it.
+const char* op_name(Op op, uint8_t sub_op, const int64_t* attrs);
 
 // Where a node was recorded: an interned chunk name and a line (0: unknown).
 struct SourceLocation {

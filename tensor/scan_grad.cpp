@@ -17,10 +17,14 @@ bool body_reads(const ScanBody& body, int index) {
 
 namespace {
 
-Tensor raw(Context* context, const Node& node, const std::vector<Tensor>& inputs) {
+// One node of the body again, on the replay's inputs: the same op, and the
+// gradient rule of its op (autograd::record), as any op recorded outside a
+// scan. A Lua number in the body is an input here (a clamp's bounds too).
+Tensor record_again(Context* context, const Node& node, const std::vector<Tensor>& inputs) {
+  const autograd::GradKind kind = autograd::gradient_rule(node.op).kind;
   std::vector<NodeRef> values;
   for (const Tensor& t : inputs) {
-    if (autograd::needs_grad(t)) {
+    if (kind == autograd::GradKind::unsupported && autograd::needs_grad(t)) {
       fail("scan: the gradient of '{}' inside a scan body is not supported", node.name());
     }
     values.push_back(value_of(t));
@@ -33,96 +37,9 @@ Tensor raw(Context* context, const Node& node, const std::vector<Tensor>& inputs
     copy->local_hash = hash_mix(copy->local_hash, node.body->hash);
     copy->hash = hash_mix(copy->hash, node.body->hash);
   }
-  return Tensor(new TensorImpl(context, std::move(copy)));
-}
-
-std::optional<int> dim_of(int64_t attr) {
-  return attr < 0 ? std::nullopt : std::optional<int>(static_cast<int>(attr));
-}
-
-Tensor replay_node(Context* context, const Node& node, const std::vector<Tensor>& in) {
-  const int64_t* a = node.attrs;
-  Tensor out;
-  switch (node.op) {
-    case Op::unary:
-      out = autograd::unary(static_cast<UnaryOp>(node.sub_op), in[0]);
-      break;
-    case Op::binary:
-      out = autograd::binary(static_cast<BinaryOp>(node.sub_op), in[0], in[1]);
-      break;
-    case Op::where:
-      out = autograd::where(in[0], in[1], in[2]);
-      break;
-    case Op::cast:
-      out = autograd::cast(in[0], node.dtype);
-      break;
-    case Op::clamp: {
-      // The bounds are inputs here (Lua numbers captured by the body): the
-      // comparisons give clamp's gradient, 1 inside and on the bounds.
-      out = in[0];
-      if (node.sub_op & 1) {
-        out = autograd::where(lazylua::binary(BinaryOp::lt, out, in[1]),
-                              lazylua::expand(lazylua::cast(in[1], node.dtype), node.shape), out);
-      }
-      if (node.sub_op & 2) {
-        out = autograd::where(lazylua::binary(BinaryOp::gt, out, in[2]),
-                              lazylua::expand(lazylua::cast(in[2], node.dtype), node.shape), out);
-      }
-      break;
-    }
-    case Op::reduce:
-      out = autograd::reduce(static_cast<ReduceOp>(node.sub_op), in[0], dim_of(a[0]), a[1] != 0);
-      break;
-    case Op::arg_reduce:
-      out = lazylua::arg_max_min(node.sub_op != 0, in[0], dim_of(a[0]), a[1] != 0);
-      break;
-    case Op::softmax:
-      out = autograd::softmax(in[0], static_cast<int>(a[0]), a[1] != 0);
-      break;
-    case Op::cumsum:
-      out = autograd::cumsum(in[0], static_cast<int>(a[0]));
-      break;
-    case Op::matmul:
-      out = autograd::matmul(in[0], in[1]);
-      break;
-    case Op::reshape:
-      out = autograd::reshape(in[0], node.shape);
-      break;
-    case Op::permute:
-      out = autograd::permute(in[0], std::vector<int>(a, a + in[0]->shape.rank()));
-      break;
-    case Op::slice:
-      out = autograd::narrow(in[0], static_cast<int>(a[0]), a[1], a[2]);
-      break;
-    case Op::select:
-      out = autograd::select(in[0], static_cast<int>(a[0]), a[1]);
-      break;
-    case Op::expand:
-      out = autograd::expand(in[0], node.shape);
-      break;
-    case Op::cat:
-      out = autograd::cat(in, static_cast<int>(a[0]));
-      break;
-    case Op::gather:
-      out = autograd::gather(in[0], static_cast<int>(a[0]), in[1]);
-      break;
-    case Op::index_select:
-      out = autograd::index_select(in[0], static_cast<int>(a[0]), in[1]);
-      break;
-    case Op::scatter_add:
-      out = autograd::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
-      break;
-    case Op::conv2d:
-      out = autograd::conv2d(in[0], in[1], ops::window_from_attrs(a));
-      break;
-    case Op::max_pool2d:
-      out = autograd::max_pool2d(in[0], ops::window_from_attrs(a));
-      break;
-    default:
-      return raw(context, node, in);
-  }
-  if (out->dtype != node.dtype) out = autograd::cast(out, node.dtype);
-  return out;
+  const Tensor out(new TensorImpl(context, std::move(copy)));
+  if (kind != autograd::GradKind::differentiable) return out;
+  return autograd::record(out, OpCall::of(node), inputs);
 }
 
 }  // namespace
@@ -143,7 +60,7 @@ std::vector<Tensor> replay(Context* context, const ScanBody& body,
       for (int k = graph.input_offsets[p]; k < graph.input_offsets[p + 1]; k++) {
         args.push_back(values[static_cast<size_t>(graph.input_positions[k])]);
       }
-      values[p] = replay_node(context, node, args);
+      values[p] = record_again(context, node, args);
     }
   }
   std::vector<Tensor> outputs;
@@ -400,7 +317,7 @@ void attach_gradient(Context* context, const Ref<ScanBody>& body, const Ref<Scan
   for (const Tensor& t : captured_tensors) grad_inputs.push_back(t);
 
   Ref<GradNode> node(new GradNode);
-  node->name = "scan";
+  node->call = {Op::scan};
   node->outputs = nc + ny;
   for (Tensor& t : grad_inputs) {
     if (!autograd::needs_grad(t)) t = Tensor{};
@@ -530,7 +447,7 @@ std::vector<Tensor> record_with_residuals(Context* context, const Ref<ScanBody>&
   }
   const bool reverse = options.reverse;
   Ref<GradNode> node(new GradNode);
-  node->name = "scan";
+  node->call = {Op::scan};
   node->outputs = nc + ny;
   std::vector<Tensor> grad_inputs = init;
   for (const Tensor& x : xs) grad_inputs.push_back(x);

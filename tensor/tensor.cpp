@@ -755,11 +755,11 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
 // flip is not an IR op: it is one index_select per flipped dim, with the
 // reversed positions as i64 data (a graph input, so a training step's graph
 // stays the same). The tiers then share index_select's kernels and
-// lowering, and flip needs no shape rule, view inverse, fusion case or C
-// code of its own.
-Tensor flip(const Tensor& a, const std::vector<int>& dims) {
+// lowering, and flip needs no shape rule, view inverse, fusion case, C code
+// or gradient rule of its own.
+std::vector<std::pair<int, Tensor>> flip_steps(const Tensor& a, const std::vector<int>& dims) {
   std::vector<bool> seen(a->shape.rank(), false);
-  Tensor out = a;
+  std::vector<std::pair<int, Tensor>> steps;
   for (int dim : dims) {
     LAZYLUA_ASSERT(dim >= 0 && dim < a->shape.rank());
     if (seen[dim]) fail("flip: dim {} appears more than once", dim + 1);
@@ -770,8 +770,14 @@ Tensor flip(const Tensor& a, const std::vector<int>& dims) {
     // index_select takes 1-based positions, as the Lua API does.
     const Array reversed = ops::arange(Scalar::from_integer(n), Scalar::from_integer(0),
                                        Scalar::from_integer(-1), DType::i64);
-    out = index_select(out, dim, make_tensor(a->context.get(), reversed));
+    steps.push_back({dim, make_tensor(a->context.get(), reversed)});
   }
+  return steps;
+}
+
+Tensor flip(const Tensor& a, const std::vector<int>& dims) {
+  Tensor out = a;
+  for (const auto& [dim, positions] : flip_steps(a, dims)) out = index_select(out, dim, positions);
   return out.get() == a.get() ? clone(a) : out;  // a new tensor, never an alias
 }
 

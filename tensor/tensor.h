@@ -141,6 +141,10 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index);
 // The elements in reverse order along each of `dims` (0-based, distinct), a
 // new tensor (torch.flip).
 Tensor flip(const Tensor& a, const std::vector<int>& dims);
+// What flip is made of: for each of `dims` (checked) with two elements or
+// more, the dim and the reversed positions to index_select along it (a
+// flip of no such dim is a clone). autograd::flip records these ops.
+std::vector<std::pair<int, Tensor>> flip_steps(const Tensor& a, const std::vector<int>& dims);
 Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
 
 // Convolution and max pooling over [N, C, H, W] (ops::conv2d and friends).
