@@ -144,36 +144,25 @@ std::set<std::string> required_names() {
 // six, a special one: signed zeros, infinities, NaN, halves (rounding),
 // subnormals, huge values, and the integer extremes (wrapping).
 Array random_array(const Shape& shape, DType dtype, std::mt19937& rng) {
-  Array a = Array::empty(shape, dtype);
+  // Drawn as doubles and as integers; the dtype's values come from one or
+  // the other (i64 to i32 wraps, f64 to f32 rounds, bools are v > 0).
+  Array reals = Array::empty(shape, DType::f64), integers = Array::empty(shape, DType::i64);
   std::uniform_real_distribution<double> uniform(-3, 3);
   const double inf = std::numeric_limits<double>::infinity();
   const double kFloatSpecials[] = {0.0,   -0.0,   0.5,  -0.5,  2.5,   -2.5, inf,    -inf,     NAN,
                                    1e-40, -3e-39, 1e30, -1e30, 1e300, 88.5, -104.0, 1e7 + 0.5};
   const int64_t kIntSpecials[] = {0,         -1,        INT32_MAX, INT32_MIN,
                                   INT64_MAX, INT64_MIN, 1 << 20,   -(1 << 20)};
-  for (int64_t i = 0; i < a.numel(); i++) {
+  for (int64_t i = 0; i < reals.numel(); i++) {
     const bool special = rng() % 6 == 0;
     const double v = special ? kFloatSpecials[rng() % std::size(kFloatSpecials)] : uniform(rng);
-    const int64_t n = special ? kIntSpecials[rng() % std::size(kIntSpecials)] : std::lround(v);
-    switch (dtype) {
-      case DType::boolean:
-        a.data<uint8_t>()[i] = v > 0;
-        break;
-      case DType::i32:
-        a.data<int32_t>()[i] = static_cast<int32_t>(n);
-        break;
-      case DType::i64:
-        a.data<int64_t>()[i] = n;
-        break;
-      case DType::f32:
-        a.data<float>()[i] = static_cast<float>(v);
-        break;
-      case DType::f64:
-        a.data<double>()[i] = v;
-        break;
-    }
+    reals.data<double>()[i] = v;
+    integers.data<int64_t>()[i] =
+        special ? kIntSpecials[rng() % std::size(kIntSpecials)] : std::lround(v);
   }
-  return a;
+  if (dtype == DType::boolean)
+    return ops::binary(BinaryOp::gt, reals, ops::Scalar::from_integer(0));
+  return contiguous(ops::cast(is_floating(dtype) ? reals : integers, dtype));
 }
 
 // 1-based positions below `extent`, as gather, index_select and
@@ -205,15 +194,7 @@ class RandomProgram {
     const int inputs = 2 + pick(3);
     for (int i = 0; i < inputs; i++) pool_.push_back(input(random_shape(), random_dtype()));
     const int steps = 4 + pick(10);
-    for (int i = 0; i < steps; i++) {
-      for (int attempt = 0; attempt < 30; attempt++) {
-        try {
-          if (step()) break;
-        } catch (const Error&) {
-          // An invalid combination (bool - bool, a float index): another.
-        }
-      }
-    }
+    for (int i = 0; i < steps; i++) step_with_retries();
   }
 
   // The last values, and some earlier ones (each value is an output once
@@ -230,13 +211,12 @@ class RandomProgram {
  private:
   int pick(int n) { return static_cast<int>(rng_() % static_cast<unsigned>(n)); }
   bool chance(int percent) { return pick(100) < percent; }
-
+  DType random_float() { return chance(70) ? DType::f32 : DType::f64; }
   DType random_dtype() {
     const DType kWeighted[] = {DType::f32, DType::f32, DType::f64,    DType::i32,
                                DType::i64, DType::f32, DType::boolean};
     return kWeighted[pick(std::size(kWeighted))];
   }
-  DType random_float() { return chance(70) ? DType::f32 : DType::f64; }
   Shape random_shape() {
     const Shape kShapes[] = {
         {rows_, cols_}, {rows_, cols_},    {cols_},        {rows_, 1},    {1, cols_},      {},
@@ -319,6 +299,18 @@ class RandomProgram {
       }
     }
     return t;
+  }
+
+  // An invalid combination (bool - bool, a float index) raises an Error:
+  // another one is drawn.
+  void step_with_retries() {
+    int attempts = 30;
+    while (attempts-- > 0) {
+      try {
+        if (step()) return;
+      } catch (const Error&) {
+      }
+    }
   }
 
   bool step() {
