@@ -200,6 +200,11 @@ std::string KernelWriter::node_code(int id) {
   const Instruction& instruction = program_.instructions[node.instruction];
   if (instruction.op == Op::scatter_add) return scatter_code(id);
   if (node.kind == KernelNode::Kind::constant) {
+    // A zero is hidden from the C compiler (LZK_OPAQUE in the prelude says why).
+    if (instruction.constant.value == 0) {
+      return fmt::format("{} {} = {};\nLZK_OPAQUE({});\n", type, name,
+                         c_literal(node.dtype, instruction.constant), name);
+    }
     return fmt::format("const {} {} = {};\n", type, name,
                        c_literal(node.dtype, instruction.constant));
   }

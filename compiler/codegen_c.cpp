@@ -270,6 +270,17 @@ LZK_SELECT(lzk_select_f64, double, uint64_t)
 LZK_SELECT(lzk_select_i32, int32_t, uint32_t)
 LZK_SELECT(lzk_select_i64, int64_t, uint64_t)
 
+/* A zero the C compiler cannot see: GCC 12 folds 0.0 - x into -x when it
+ * knows x is never -0 (x = (float)i, fabsf(y)), which is -0 for x = +0
+ * where IEEE and the eager kernels give +0. Zero constants are made
+ * unknown to it by an empty asm; they sit before the loops, so the asm
+ * costs nothing and stops no vectorization. */
+#if defined(__GNUC__)
+#define LZK_OPAQUE(x) __asm__("" : "+m"(x))
+#else
+#define LZK_OPAQUE(x) ((void)0)
+#endif
+
 /* Clamp bounds given as doubles, as the eager clamp converts them: floats
  * round (beyond the range: +-inf), integers take the integers inside the
  * bounds (ceil of the low, floor of the high), saturated to the type. */

@@ -35,23 +35,12 @@
 namespace lazylua {
 
 const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::prod:
-      return "prod";
-    case ReduceOp::mean:
-      return "mean";
-    case ReduceOp::max:
-      return "max";
-    case ReduceOp::min:
-      return "min";
-    case ReduceOp::any:
-      return "any";
-    case ReduceOp::all:
-      return "all";
-  }
-  return "?";
+  static const char* const kNames[] = {
+#define LAZYLUA_REDUCE_NAME_ITEM(name) #name,
+      LAZYLUA_REDUCE_OPS(LAZYLUA_REDUCE_NAME_ITEM)
+#undef LAZYLUA_REDUCE_NAME_ITEM
+  };
+  return kNames[static_cast<int>(op)];
 }
 
 namespace {

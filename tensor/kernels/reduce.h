@@ -5,7 +5,21 @@
 
 namespace lazylua {
 
-enum class ReduceOp { sum, prod, mean, max, min, any, all };
+// The reductions, one row each; the enum, its count and the names come from
+// this list (a test's coverage of every reduction counts kReduceOpCount).
+// New rows go at the end: the values are in graph keys.
+#define LAZYLUA_REDUCE_OPS(X) X(sum) X(prod) X(mean) X(max) X(min) X(any) X(all)
+
+enum class ReduceOp {
+#define LAZYLUA_REDUCE_ENUM_ITEM(name) name,
+  LAZYLUA_REDUCE_OPS(LAZYLUA_REDUCE_ENUM_ITEM)
+#undef LAZYLUA_REDUCE_ENUM_ITEM
+};
+constexpr int kReduceOpCount = 0
+#define LAZYLUA_REDUCE_COUNT_ITEM(name) +1
+    LAZYLUA_REDUCE_OPS(LAZYLUA_REDUCE_COUNT_ITEM)
+#undef LAZYLUA_REDUCE_COUNT_ITEM
+    ;
 const char* reduce_op_name(ReduceOp op);
 
 // Reduces `in` (any strides) along 0-based `dim`, or over all elements when

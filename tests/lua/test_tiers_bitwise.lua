@@ -49,6 +49,14 @@ for _, dtype in ipairs({"f32", "f64"}) do
   end)
 end
 
+-- GCC 12 folds 0.0 - x into -x when it knows x is never -0 (a bool or an
+-- integer converted to float, an abs): -0 where IEEE gives +0. Generated
+-- code hides its zero constants from it (LZK_OPAQUE).
+same_bits("0 - a bool, an integer, an abs", function()
+  local x = data(1, "f32")
+  return tensor.cat({0.0 - x:gt(0), 0.0 - (x * 2):int(), 0.0 - (x * 0):abs(), 0.0 - x:gt(0):double()})
+end)
+
 same_bits("nn.Linear's initialization and forward", function()
   local nn = require "nn"
   tensor.manual_seed(5)

@@ -135,7 +135,7 @@ class RandomProgram {
       case 2:
       case 3:
       case 4: {  // binary, tensor with tensor or with a number
-        const auto op = static_cast<BinaryOp>(pick(static_cast<int>(BinaryOp::logical_xor) + 1));
+        const auto op = static_cast<BinaryOp>(pick(kBinaryOpCount));
         const bool discontinuous =
             binary_is_comparison(op) || op == BinaryOp::floordiv || op == BinaryOp::mod;
         const bool transcendental = op == BinaryOp::pow || op == BinaryOp::atan2;
@@ -175,7 +175,7 @@ class RandomProgram {
       case 7:
       case 8: {  // reduce
         if (x.tensor->shape.rank() == 0) return false;
-        const auto op = static_cast<ReduceOp>(pick(7));
+        const auto op = static_cast<ReduceOp>(pick(kReduceOpCount));
         const bool all = chance(25);
         const int dim = pick(x.tensor->shape.rank());
         // Long float products overflow in some orders of rounding only.
