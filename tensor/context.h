@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -107,6 +108,17 @@ class ExecutionError : public Error {
   ExecutionError(const std::string& message, int failed_node) : Error(message), node(failed_node) {}
   int node;
 };
+
+// The value of a placeholder leaf (a scan body's input) in a walk.
+using PlaceholderValue = std::function<Array(const Node& placeholder)>;
+
+// Computes graph.outputs node by node with the eager kernels (evaluate_node):
+// the reference executor, one iteration of a scan body (scan.cpp) and
+// compiler::interpret all walk here, so freeing, interrupts and error
+// reports are the same for each. An Error raised by a node is an
+// ExecutionError naming its position; an InternalError names its op.
+std::vector<Array> walk_graph(const Graph& graph,
+                              const PlaceholderValue& placeholder_value = nullptr);
 
 class Context : public RefCounted {
  public:
