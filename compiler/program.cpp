@@ -81,7 +81,7 @@ std::vector<Array> program_inputs(const Graph& graph) {
 namespace {
 
 // The node an instruction stands for: instructions are evaluated by the same
-// code as graph nodes (evaluate_node, walk_graph).
+// code as graph nodes (evaluate_node, GraphWalker).
 void fill_node(Node& node, const Instruction& instruction) {
   node.op = instruction.op;
   node.sub_op = instruction.sub_op;
@@ -122,9 +122,7 @@ std::vector<Array> interpret(const Program& program, const std::vector<Array>& i
     nodes.push_back(std::move(node));
   }
   graph.outputs = program.outputs;
-  return walk_graph(graph, [&inputs](const Node& placeholder) {
-    return inputs.at(static_cast<size_t>(placeholder.attrs[0]));
-  });
+  return GraphWalker(graph).run(inputs);
 }
 
 std::string Program::text() const {

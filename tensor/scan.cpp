@@ -468,7 +468,10 @@ Array run_scan_iterations(const ScanBody& body, const std::vector<Array>& inputs
     for (int k = carries; k < carries + body.xs; k++) body_inputs[k] = inputs[k].selected(0, t);
     for (int k = carries; k < carries + body.ys; k++) places[k] = outputs[k].selected(0, t);
     std::vector<Array> results = iteration(body_inputs, places);
-    for (int k = 0; k < carries; k++) body_inputs[k] = contiguous(results[k]);
+    for (int k = 0; k < carries; k++) {
+      Array& carry = results[k];
+      body_inputs[k] = carry.is_contiguous() ? std::move(carry) : contiguous(carry);
+    }
     for (int k = carries; k < carries + body.ys; k++) {
       const Array& y = results[k];
       if (y.buffer != places[k].buffer || y.offset != places[k].offset) copy_kernel(y, places[k]);
@@ -479,11 +482,9 @@ Array run_scan_iterations(const ScanBody& body, const std::vector<Array>& inputs
 }
 
 Array evaluate_scan(const Node& node, const std::vector<Array>& inputs) {
-  const Graph& graph = node.body->graph;
-  const auto walk = [&graph](const std::vector<Array>& body_inputs, const std::vector<Array>&) {
-    return walk_graph(graph, [&body_inputs](const Node& placeholder) {
-      return body_inputs[static_cast<size_t>(placeholder.attrs[0])];
-    });
+  GraphWalker walker(node.body->graph);
+  const auto walk = [&walker](const std::vector<Array>& body_inputs, const std::vector<Array>&) {
+    return walker.run(body_inputs);
   };
   try {
     return run_scan_iterations(*node.body, inputs, walk);
