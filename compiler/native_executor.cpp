@@ -417,40 +417,24 @@ class NativeExecutor final : public Executor {
     return outputs;
   }
 
-  // A scan step: the body's plan once per slice, the carries passed along,
-  // each iteration's ys copied into their stacked outputs.
+  // A scan step: the body's plan once per slice, each y computed straight
+  // into its row of the stacked output where the plan can.
   void run_scan(const Step& step, std::vector<Array>& slots, Metrics& metrics) {
     const ScanPlan& scan = *step.scan;
     const ScanBody& body = *scan.body;
-    const int nc = body.carries, nx = body.xs, inputs_count = nc + nx + body.captured;
-    Array packed = Array::empty(Shape{body.total_bytes}, DType::boolean, "scan");
-    std::vector<Array> outputs;
-    for (int k = 0; k < nc + body.ys; k++) {
-      outputs.push_back(scan_output_view(packed, body.output_dtypes[k], body.output_shapes[k],
-                                         body.output_offsets[k]));
-    }
+    const int inputs_count = body.carries + body.xs + body.captured;
     std::vector<Array> inputs(inputs_count);
     for (int k = 0; k < inputs_count; k++) inputs[k] = slots[step.slots[k]];
-    const std::vector<Array> xs(inputs.begin() + nc, inputs.begin() + nc + nx);
     bool unused = false;
-    std::vector<Array> places(nc + body.ys);
-    for (int64_t i = 0; i < body.length; i++) {
-      const int64_t t = body.reverse ? body.length - 1 - i : i;
-      for (int k = 0; k < nx; k++) inputs[nc + k] = xs[k].selected(0, t);
-      for (int k = 0; k < body.ys; k++) places[nc + k] = outputs[nc + k].selected(0, t);
-      std::vector<Array> results =
-          run_plan(scan.plan, scan.program, inputs, metrics, &unused, &places);
-      for (int k = 0; k < nc; k++) inputs[k] = std::move(results[k]);
-      for (int k = 0; k < body.ys; k++) {
-        const Array& row = places[nc + k];
-        const Array& y = results[nc + k];
-        if (y.buffer != row.buffer || y.offset != row.offset) copy_kernel(y, row);
-      }
-    }
-    for (int k = 0; k < nc; k++) copy_kernel(inputs[k], outputs[k]);
+    const Array packed = run_scan_iterations(
+        body, inputs, [&](const std::vector<Array>& body_inputs, const std::vector<Array>& places) {
+          return run_plan(scan.plan, scan.program, body_inputs, metrics, &unused, &places);
+        });
     slots[step.slots[inputs_count]] = packed;
     for (size_t p = 0; p < step.parts.size(); p++) {
-      slots[step.slots[inputs_count + 1 + p]] = outputs[step.parts[p]];
+      const int k = step.parts[p];
+      slots[step.slots[inputs_count + 1 + p]] = scan_output_view(
+          packed, body.output_dtypes[k], body.output_shapes[k], body.output_offsets[k]);
     }
   }
 

@@ -78,8 +78,11 @@ std::vector<Array> program_inputs(const Graph& graph) {
   return inputs;
 }
 
-Array evaluate_instruction(const Instruction& instruction, const std::vector<Array>& inputs) {
-  Node node;
+namespace {
+
+// The node an instruction stands for: instructions are evaluated by the same
+// code as graph nodes (evaluate_node, GraphWalker).
+void fill_node(Node& node, const Instruction& instruction) {
   node.op = instruction.op;
   node.sub_op = instruction.sub_op;
   node.dtype = instruction.dtype;
@@ -87,25 +90,39 @@ Array evaluate_instruction(const Instruction& instruction, const std::vector<Arr
   std::copy(instruction.attrs.values, instruction.attrs.values + kMaxDims, node.attrs);
   node.scalar = instruction.constant;
   node.body = instruction.body;
+  node.location = instruction.location;
+}
+
+}  // namespace
+
+Array evaluate_instruction(const Instruction& instruction, const std::vector<Array>& inputs) {
+  Node node;
+  fill_node(node, instruction);
   return evaluate_node(node, inputs);
 }
 
 std::vector<Array> interpret(const Program& program, const std::vector<Array>& inputs) {
-  std::vector<Array> values(program.instructions.size());
-  std::vector<Array> arguments;
-  for (size_t i = 0; i < program.instructions.size(); i++) {
-    const Instruction& instruction = program.instructions[i];
+  // The program as a graph whose run inputs are placeholders, as in a scan
+  // body.
+  std::vector<NodeRef> nodes;
+  Graph graph;
+  graph.input_offsets.push_back(0);
+  for (const Instruction& instruction : program.instructions) {
+    NodeRef node(new Node);
+    fill_node(*node, instruction);
     if (instruction.op == Op::parameter || instruction.op == Op::scalar) {
-      values[i] = inputs.at(instruction.input_index);
-      continue;
+      node->op = Op::parameter;
+      node->sub_op = 1;
+      node->attrs[0] = instruction.input_index;
     }
-    arguments.clear();
-    for (int input : instruction.inputs) arguments.push_back(values[input]);
-    values[i] = evaluate_instruction(instruction, arguments);
+    graph.input_positions.insert(graph.input_positions.end(), instruction.inputs.begin(),
+                                 instruction.inputs.end());
+    graph.input_offsets.push_back(static_cast<int>(graph.input_positions.size()));
+    graph.nodes.push_back(node.get());
+    nodes.push_back(std::move(node));
   }
-  std::vector<Array> outputs;
-  for (int output : program.outputs) outputs.push_back(values[output]);
-  return outputs;
+  graph.outputs = program.outputs;
+  return GraphWalker(graph).run(inputs);
 }
 
 std::string Program::text() const {

@@ -61,8 +61,8 @@ Program program_from_scan_body(const ScanBody& body);
 // Computes one instruction with the eager kernels (the reference fallback).
 Array evaluate_instruction(const Instruction& instruction, const std::vector<Array>& inputs);
 
-// Runs a whole program on the eager kernels: the oracle for passes and for
-// generated code in tests.
+// Runs a whole program on the eager kernels (GraphWalker): the oracle for
+// passes and for generated code in tests.
 std::vector<Array> interpret(const Program& program, const std::vector<Array>& inputs);
 
 }  // namespace lazylua::compiler

@@ -109,6 +109,27 @@ class ExecutionError : public Error {
   int node;
 };
 
+// Computes a graph's outputs node by node with the eager kernels
+// (evaluate_node): the reference executor, each iteration of a scan body
+// (scan.cpp) and compiler::interpret all walk here, so freeing, interrupts
+// and error reports are the same for each. An Error raised by a node is an
+// ExecutionError naming its position; an InternalError names its op. A
+// walker keeps its scratch between runs: a scan walks a small body
+// thousands of times.
+class GraphWalker {
+ public:
+  explicit GraphWalker(const Graph& graph);
+  // The values of graph.outputs; `placeholders` holds the value of each
+  // placeholder leaf (a scan body's inputs) by its input number.
+  std::vector<Array> run(const std::vector<Array>& placeholders = {});
+
+ private:
+  const Graph& graph_;
+  std::vector<int> last_use_;  // the last node that reads each value
+  std::vector<Array> values_;
+  std::vector<Array> inputs_;
+};
+
 class Context : public RefCounted {
  public:
   Context();

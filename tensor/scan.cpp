@@ -1,6 +1,6 @@
 // scan.cpp - tracing a scan body into a ScanBody, the scan node and its
-// outputs, the eager loop, and reference evaluation (the gradient is in
-// scan_grad.cpp).
+// outputs, the eager loop, and the loop that runs a scan node (the
+// gradient is in scan_grad.cpp).
 #include "scan.h"
 
 #include <algorithm>
@@ -438,7 +438,7 @@ std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::ve
   return results;
 }
 
-// ---- Reference evaluation ----
+// ---- Running a scan node ----
 
 Array scan_output_view(const Array& packed, DType dtype, const Shape& shape, int64_t byte_offset) {
   Array view;
@@ -450,50 +450,49 @@ Array scan_output_view(const Array& packed, DType dtype, const Shape& shape, int
   return view;
 }
 
-Array evaluate_scan(const Node& node, const std::vector<Array>& inputs) {
-  const ScanBody& body = *node.body;
-  const Graph& graph = body.graph;
+Array run_scan_iterations(const ScanBody& body, const std::vector<Array>& inputs,
+                          const ScanIteration& iteration) {
+  const int carries = body.carries;
   Array packed = Array::empty(Shape{body.total_bytes}, DType::boolean, "scan");
   std::vector<Array> outputs;  // views of packed
-  for (int k = 0; k < body.carries + body.ys; k++) {
+  for (int k = 0; k < carries + body.ys; k++) {
     outputs.push_back(scan_output_view(packed, body.output_dtypes[k], body.output_shapes[k],
                                        body.output_offsets[k]));
   }
-  std::vector<Array> carries(inputs.begin(), inputs.begin() + body.carries);
-  const int count = static_cast<int>(graph.nodes.size());
-  std::vector<Array> values(count);
-  std::vector<Array> args;
+  std::vector<Array> body_inputs = inputs;
+  std::vector<Array> places(carries + body.ys);
   for (int64_t i = 0; i < body.length; i++) {
     // A long scan of small steps never reaches a parallel_for's check.
     check_interrupt();
     const int64_t t = body.reverse ? body.length - 1 - i : i;
-    for (int p = 0; p < count; p++) {
-      const Node& n = *graph.nodes[p];
-      if (n.is_placeholder()) {
-        const int index = static_cast<int>(n.attrs[0]);
-        if (index < body.carries) {
-          values[p] = carries[index];
-        } else if (index < body.carries + body.xs) {
-          values[p] = inputs[index].selected(0, t);
-        } else {
-          values[p] = inputs[index];
-        }
-        continue;
-      }
-      args.clear();
-      for (int k = graph.input_offsets[p]; k < graph.input_offsets[p + 1]; k++) {
-        args.push_back(values[graph.input_positions[k]]);
-      }
-      values[p] = evaluate_node(n, args);
+    for (int k = carries; k < carries + body.xs; k++) body_inputs[k] = inputs[k].selected(0, t);
+    for (int k = carries; k < carries + body.ys; k++) places[k] = outputs[k].selected(0, t);
+    std::vector<Array> results = iteration(body_inputs, places);
+    for (int k = 0; k < carries; k++) {
+      Array& carry = results[k];
+      body_inputs[k] = carry.is_contiguous() ? std::move(carry) : contiguous(carry);
     }
-    for (int k = 0; k < body.carries; k++) carries[k] = contiguous(values[graph.outputs[k]]);
-    for (int k = 0; k < body.ys; k++) {
-      copy_kernel(values[graph.outputs[body.carries + k]],
-                  outputs[body.carries + k].selected(0, t));
+    for (int k = carries; k < carries + body.ys; k++) {
+      const Array& y = results[k];
+      if (y.buffer != places[k].buffer || y.offset != places[k].offset) copy_kernel(y, places[k]);
     }
   }
-  for (int k = 0; k < body.carries; k++) copy_kernel(carries[k], outputs[k]);
+  for (int k = 0; k < carries; k++) copy_kernel(body_inputs[k], outputs[k]);
   return packed;
+}
+
+Array evaluate_scan(const Node& node, const std::vector<Array>& inputs) {
+  GraphWalker walker(node.body->graph);
+  const auto walk = [&walker](const std::vector<Array>& body_inputs, const std::vector<Array>&) {
+    return walker.run(body_inputs);
+  };
+  try {
+    return run_scan_iterations(*node.body, inputs, walk);
+  } catch (const ExecutionError& error) {
+    // Its position is in the body, which means nothing to the graph that
+    // holds the scan (whose walk names the scan node instead).
+    throw Error(error.what());
+  }
 }
 
 }  // namespace lazylua

@@ -59,7 +59,19 @@ struct ScanOptions {
 std::vector<Tensor> scan(Context* context, const ScanFunction& fn, const std::vector<Tensor>& init,
                          const std::vector<Tensor>& xs, int64_t length, const ScanOptions& options);
 
-// Reference evaluation of a scan node (the eager kernels, once per
+// One iteration of a scan node's body: its outputs (the new carries, then
+// the ys) from its inputs (the carries, one slice of each xs, the captured
+// values). places[carries + k] is the row of the stacked y k that this
+// iteration fills: a y computed straight into it is not copied.
+using ScanIteration = std::function<std::vector<Array>(const std::vector<Array>& inputs,
+                                                       const std::vector<Array>& places)>;
+
+// The loop of a scan node, whatever runs its body: slices the xs, passes
+// the carries along, stacks the ys. Returns the node's packed value.
+Array run_scan_iterations(const ScanBody& body, const std::vector<Array>& inputs,
+                          const ScanIteration& iteration);
+
+// Reference evaluation of a scan node (its body walked once per
 // iteration), and the view of one output in its packed value.
 Array evaluate_scan(const Node& node, const std::vector<Array>& inputs);
 Array scan_output_view(const Array& packed, DType dtype, const Shape& shape, int64_t byte_offset);
