@@ -12,6 +12,7 @@
 // per fused step, but two for a reduction over everything in chunks).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/codegen.h"
@@ -29,8 +30,11 @@ struct Access {
   bool fallible = false;  // it may fail, or runs eager or library code (which may)
   std::vector<int> used;  // read or written
   std::vector<int> written;
-  // Read only at the element being written (Step::same_element_reads).
-  std::vector<int> same_element_reads;
+  // An elementwise kernel: its roots, from which AccessPlanner::
+  // same_element_reads tells the inputs read only at the element being
+  // written (Step::same_element_reads). That builds the kernel's graph, so
+  // it is asked only where such an input could take an output.
+  std::vector<int> elementwise_roots;
 };
 
 // Whether a kernel computing `instruction` checks for an error (the flags
@@ -67,6 +71,27 @@ class AccessPlanner {
   std::vector<Access> run() {
     for (const FusedStep& fused : fusion_.steps) add(fused);
     return std::move(accesses_);
+  }
+
+  // As KernelWriter::elementwise builds its kernel.
+  std::vector<int> same_element_reads(const std::vector<int>& roots) const {
+    const Shape& shape = at(roots[0]).shape;
+    KernelGraph graph(program_, layouts_, shape);
+    const IndexMap identity = identity_map(shape);
+    std::vector<int> values;
+    for (int root : roots) {
+      const int node = graph.compute(root, identity);
+      graph.add_root(root, node);
+      values.push_back(node);
+    }
+    Affine write{0, std::vector<int64_t>(shape.rank(), 0)};
+    const Strides strides = contiguous_strides(shape);
+    for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];
+    std::vector<int> reads;
+    for (const auto& [base, only_same] : reads_at_written_element(graph, values, write)) {
+      if (only_same) reads.push_back(base);
+    }
+    return reads;
   }
 
  private:
@@ -115,7 +140,7 @@ class AccessPlanner {
     switch (fused.lowering) {
       case Lowering::inlined:
         kernel(fused.roots, fused.roots, true, false);
-        if (numel(instruction.shape) > 0) same_element_reads(fused.roots, accesses_.back());
+        if (numel(instruction.shape) > 0) accesses_.back().elementwise_roots = fused.roots;
         break;
       case Lowering::reduce:
         reduce(root);
@@ -207,25 +232,6 @@ class AccessPlanner {
     return parts;
   }
 
-  // As KernelWriter::elementwise builds its kernel.
-  void same_element_reads(const std::vector<int>& roots, Access& access) const {
-    const Shape& shape = at(roots[0]).shape;
-    KernelGraph graph(program_, layouts_, shape);
-    const IndexMap identity = identity_map(shape);
-    std::vector<int> values;
-    for (int root : roots) {
-      const int node = graph.compute(root, identity);
-      graph.add_root(root, node);
-      values.push_back(node);
-    }
-    Affine write{0, std::vector<int64_t>(shape.rank(), 0)};
-    const Strides strides = contiguous_strides(shape);
-    for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];
-    for (const auto& [base, only_same] : reads_at_written_element(graph, values, write)) {
-      if (only_same) access.same_element_reads.push_back(base);
-    }
-  }
-
   const Program& program_;
   const Fusion& fusion_;
   const std::vector<Layout> layouts_;
@@ -256,7 +262,8 @@ std::vector<int> choose_donors(const Program& program, const Fusion& fusion) {
   if (std::none_of(program.donated.begin(), program.donated.end(), [](bool d) { return d; })) {
     return {};
   }
-  const std::vector<Access> steps = AccessPlanner(program, fusion).run();
+  AccessPlanner planner(program, fusion);
+  const std::vector<Access> steps = planner.run();
   const int step_count = static_cast<int>(steps.size());
   const size_t count = program.instructions.size();
   // fallible_from[k]: some step at k or later can fail.
@@ -295,6 +302,7 @@ std::vector<int> choose_donors(const Program& program, const Fusion& fusion) {
     }
     const Access& step = steps[k];
     if (!step.kernel || fallible_from[k]) continue;
+    std::optional<std::vector<int>> same_element_reads;  // of this step, once asked (sorted)
     for (int written : step.written) {
       if (!is_output[written]) continue;
       const std::vector<int64_t> key = key_of(program.instructions[written]);
@@ -303,10 +311,16 @@ std::vector<int> choose_donors(const Program& program, const Fusion& fusion) {
       int chosen = -1;
       auto pool = free.find(key);
       if (pool != free.end() && !pool->second.empty()) chosen = *pool->second.begin();
-      for (int i : step.same_element_reads) {
+      for (int i : step.used) {
+        if (step.elementwise_roots.empty()) break;
         if (!donatable(i) || taken[i] || last_use[i] != k) continue;
-        if (key_of(program.instructions[i]) != key) continue;
-        if (chosen < 0 || i < chosen) chosen = i;
+        if (key_of(program.instructions[i]) != key || (chosen >= 0 && i > chosen)) continue;
+        if (!same_element_reads) {
+          same_element_reads = planner.same_element_reads(step.elementwise_roots);
+        }
+        if (std::binary_search(same_element_reads->begin(), same_element_reads->end(), i)) {
+          chosen = i;
+        }
       }
       if (chosen < 0) continue;
       if (pool != free.end()) pool->second.erase(chosen);
