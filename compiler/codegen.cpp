@@ -815,11 +815,7 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         break;
     }
     if (plan.steps.size() == first_step) continue;
-    const char* kind = fused.lowering == Lowering::matmul      ? "blas"
-                       : fused.lowering == Lowering::library   ? "library"
-                       : fused.lowering == Lowering::reference ? "eager"
-                       : fused.lowering == Lowering::scan      ? "scan"
-                                                               : "kernel";
+    const char* kind = runner_name(fused.lowering);
     std::string roots;
     for (int root : fused.roots) roots += (roots.empty() ? "" : ",") + describe(program, root);
     summary += fmt::format("{}{}({})", summary.empty() ? "" : " ", kind, roots);

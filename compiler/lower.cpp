@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "compiler/codegen.h"
 #include "compiler/fuse.h"
@@ -14,33 +15,18 @@
 namespace lazylua::compiler {
 namespace {
 
-// What fusion decided, in a few words: its steps by kind and the slots.
+// What fusion decided, in a few words: its steps by what runs them, and
+// how many values get a slot.
 std::string fusion_summary(const Fusion& fusion) {
-  int kernels = 0, blas = 0, library = 0, eager = 0, scans = 0;
-  for (const FusedStep& step : fusion.steps) {
-    switch (step.lowering) {
-      case Lowering::matmul:
-        blas++;
-        break;
-      case Lowering::library:
-        library++;
-        break;
-      case Lowering::reference:
-        eager++;
-        break;
-      case Lowering::scan:
-        scans++;
-        break;
-      case Lowering::input:
-      case Lowering::scan_part:
-        break;
-      default:
-        kernels++;
-    }
+  std::map<std::string, int> runners;
+  for (const FusedStep& step : fusion.steps) runners[runner_name(step.lowering)]++;
+  std::string steps;
+  for (const auto& [runner, count] : runners) {
+    steps += fmt::format("{}{} {}", steps.empty() ? "" : ", ", count, runner);
   }
   const auto slots = std::count(fusion.materialized.begin(), fusion.materialized.end(), true);
-  return fmt::format("{} steps ({} kernels, {} blas, {} library, {} eager, {} scans), {} slots",
-                     fusion.steps.size(), kernels, blas, library, eager, scans, slots);
+  return fmt::format("{} steps ({}), {} slots", fusion.steps.size(), steps.empty() ? "-" : steps,
+                     slots);
 }
 
 std::string donor_summary(const Program& program, const std::vector<int>& donor) {
