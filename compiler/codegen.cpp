@@ -4,13 +4,12 @@
 #include "compiler/codegen.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "compiler/codegen_c.h"
 #include "compiler/codegen_writer.h"
 #include "compiler/kernel_math_source.h"
-#include "compiler/passes.h"
-#include "tensor/scan.h"
 
 namespace lazylua::compiler {
 
@@ -62,24 +61,6 @@ std::string KernelWriter::pointer_of(int instruction, bool written) {
 }
 
 namespace {
-
-// The nodes `values` depend on, in creation order (inputs first).
-std::vector<int> reachable(const KernelGraph& graph, const std::vector<int>& values) {
-  std::vector<bool> needed(graph.nodes().size(), false);
-  std::vector<int> stack(values.begin(), values.end());
-  while (!stack.empty()) {
-    const int id = stack.back();
-    stack.pop_back();
-    if (needed[id]) continue;
-    needed[id] = true;
-    for (int input : graph.node(id).inputs) stack.push_back(input);
-  }
-  std::vector<int> ids;
-  for (size_t id = 0; id < needed.size(); id++) {
-    if (needed[id]) ids.push_back(static_cast<int>(id));
-  }
-  return ids;
-}
 
 std::string variable(int node) {
   return fmt::format("v{}", node);
@@ -510,13 +491,11 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
   for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];
   // The slots read only at the element being written: every read of the
   // element happens before its store, in any loop order.
+  // (donate.cpp asks the same of the graph, by instruction, before codegen.)
   std::map<int, bool> same_element;
-  for (int id : reachable(*graph_, values)) {
-    const KernelNode& node = graph_->node(id);
-    const bool gather = node.kind == KernelNode::Kind::gather;
-    if (node.kind != KernelNode::Kind::read && !gather) continue;
-    auto [entry, added] = same_element.emplace(slot_of_[node.base], true);
-    entry->second = entry->second && !gather && node.offset == write;
+  for (const auto& [base, only_same] : reads_at_written_element(*graph_, values, write)) {
+    auto [entry, added] = same_element.emplace(slot_of_[base], true);
+    entry->second = entry->second && only_same;
   }
   for (const auto& [slot, only_same] : same_element) {
     if (only_same) same_element_reads_.push_back(slot);
@@ -727,16 +706,14 @@ void KernelWriter::assemble(int instruction) {
 
 namespace {
 
-// A scan: the body gets its own optimized program and plan, whose kernels
-// join this plan's source; the step lists the scan's inputs, its packed
-// value and the outputs used (each a view the step sets).
+// A scan: the body gets its own optimized program and plan (lowered by the
+// driver), whose kernels join this plan's source; the step lists the scan's
+// inputs, its packed value and the outputs used (each a view the step sets).
 Step scan_step(const Program& program, int root, const std::vector<int>& slot_of,
-               const std::string& prefix, Plan& plan) {
+               const std::string& prefix, Plan& plan, const ScanLowering& lower_scan) {
   const Instruction& instruction = program.instructions[root];
-  auto scan = std::make_shared<ScanPlan>();
-  scan->body = instruction.body;
-  scan->program = optimize(program_from_scan_body(*instruction.body), 0);
-  scan->plan = plan_program(scan->program, fmt::format("{}s{}_", prefix, plan.steps.size()));
+  auto scan = std::make_shared<ScanPlan>(
+      lower_scan(instruction.body, fmt::format("{}s{}_", prefix, plan.steps.size())));
   plan.source += scan->plan.source;
   plan.kernel_count += scan->plan.kernel_count;
   plan.function_count += scan->plan.function_count;
@@ -763,10 +740,17 @@ std::string describe(const Program& program, int instruction) {
   return fmt::format("{}:{}{}", in.name(), dtype_name(in.dtype), shape_string(in.shape));
 }
 
+std::atomic<uint64_t> generated_plans{0};  // generate_plan_count()
+
 }  // namespace
 
+uint64_t generate_plan_count() {
+  return generated_plans.load();
+}
+
 Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor,
-                   const std::string& prefix, bool standalone) {
+                   const std::string& prefix, bool standalone, const ScanLowering& lower_scan) {
+  generated_plans++;
   Plan plan;
   std::vector<int> slot_of(program.instructions.size(), -1);
   for (size_t i = 0; i < program.instructions.size(); i++) {
@@ -829,18 +813,14 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         break;
       }
       case Lowering::scan:
-        plan.steps.push_back(scan_step(program, fused.roots[0], slot_of, prefix, plan));
+        plan.steps.push_back(scan_step(program, fused.roots[0], slot_of, prefix, plan, lower_scan));
         break;
       case Lowering::input:
       case Lowering::scan_part:
         break;
     }
     if (plan.steps.size() == first_step) continue;
-    const char* kind = fused.lowering == Lowering::matmul      ? "blas"
-                       : fused.lowering == Lowering::library   ? "library"
-                       : fused.lowering == Lowering::reference ? "eager"
-                       : fused.lowering == Lowering::scan      ? "scan"
-                                                               : "kernel";
+    const char* kind = runner_name(fused.lowering);
     std::string roots;
     for (int root : fused.roots) roots += (roots.empty() ? "" : ",") + describe(program, root);
     summary += fmt::format("{}{}({})", summary.empty() ? "" : " ", kind, roots);
@@ -853,18 +833,6 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
       fmt::format("{} steps, {} kernels ({} functions): {}", plan.steps.size(), plan.kernel_count,
                   plan.function_count, summary.empty() ? "-" : summary);
   return plan;
-}
-
-Plan plan_program(const Program& program) {
-  const Fusion fusion = fuse_program(program);
-  Plan plan = generate_plan(program, fusion, {}, "lazylua_kernel_", true);
-  const std::vector<int> donor = choose_donors(program, plan);
-  if (donor.empty()) return plan;
-  return generate_plan(program, fusion, donor, "lazylua_kernel_", true);
-}
-
-Plan plan_program(const Program& program, const std::string& prefix) {
-  return generate_plan(program, fuse_program(program), {}, prefix, false);
 }
 
 }  // namespace lazylua::compiler

@@ -1,5 +1,5 @@
 // codegen.h - the C source of a fused program's kernels, and the Plan that
-// runs them (plan_program in plan.h is fuse_program + generate_plan).
+// runs them (the driver in lower.h runs the stages before it).
 //
 // Each kernel is `int lazylua_kernel_N(char* const* buffers, int64_t begin,
 // int64_t end)` (plan.h). Its outer loop is split by [begin, end); the
@@ -26,21 +26,37 @@
 //    over the row while it is in cache.
 #pragma once
 
+#include <functional>
+
 #include "compiler/fuse.h"
 #include "compiler/plan.h"
 
 namespace lazylua::compiler {
 
+// A scan body's own lowering (the driver, lower.cpp), with kernel names
+// starting with `prefix`: codegen calls it at each scan step, where the
+// prefix (the step's number) is known.
+using ScanLowering = std::function<ScanPlan(const Ref<ScanBody>& body, const std::string& prefix)>;
+
 // `donor` (empty, or per instruction): the input instruction whose slot an
-// output instruction takes over (-1: its own slot).
+// output instruction takes over (-1: its own slot), from choose_donors.
 // Kernels are named `prefix`N; `standalone`: the source starts with the
 // prelude and kernel math (a scan body's does not: it joins its parent's).
 Plan generate_plan(const Program& program, const Fusion& fusion, const std::vector<int>& donor,
-                   const std::string& prefix, bool standalone);
+                   const std::string& prefix, bool standalone, const ScanLowering& lower_scan);
+
+// How many times generate_plan has run in this process (scan bodies
+// included): lets a test check that a compile generates its code once.
+uint64_t generate_plan_count();
 
 // Which outputs can be computed into the memory of a donated input
-// (compiler/donate.cpp): empty when none.
-std::vector<int> choose_donors(const Program& program, const Plan& plan);
+// (compiler/donate.cpp): empty when none. It reads the program and the
+// fusion only, so that it runs before codegen and codegen runs once.
+std::vector<int> choose_donors(const Program& program, const Fusion& fusion);
+
+// The partial results of a reduction over all of `total` elements: more
+// than one makes two kernels, a second one folding the partials in order.
+int64_t reduce_partial_count(int64_t total);
 
 // tensor/kernels/kernel_math.h, embedded at build time: the math functions the
 // kernels call (ll_expf ...). Pasted into every source with kernels.

@@ -204,6 +204,10 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 }  // namespace
 
+int64_t reduce_partial_count(int64_t total) {
+  return std::max<int64_t>(1, ceil_div(total, kReduceChunk));
+}
+
 void KernelWriter::reduce(int instruction) {
   const Instruction& reduction = program_.instructions[instruction];
   const int input = reduction.inputs[0];
@@ -262,7 +266,7 @@ void KernelWriter::reduce(int instruction) {
       loop_variable_.push_back("");
     }
     const int last = static_cast<int>(dims_.size()) - 1;
-    const int64_t partials = std::max<int64_t>(1, ceil_div(total, kReduceChunk));
+    const int64_t partials = reduce_partial_count(total);
     std::string bases, row, before, after;
     if (fold.folds_blocks()) {
       // Blocks of kFoldBlock positions in row-major order; a chunk is a

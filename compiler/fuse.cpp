@@ -370,6 +370,14 @@ Lowering lowering_of(const Program& program, int index) {
   }
 }
 
+const char* runner_name(Lowering lowering) {
+  return lowering == Lowering::matmul      ? "blas"
+         : lowering == Lowering::library   ? "library"
+         : lowering == Lowering::reference ? "eager"
+         : lowering == Lowering::scan      ? "scan"
+                                           : "kernel";
+}
+
 int blas_transposed_source(const Program& program, int input) {
   const Instruction& instruction = program.instructions[input];
   const int rank = instruction.shape.rank();

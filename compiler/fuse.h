@@ -34,6 +34,9 @@ enum class Lowering {
   scan_part,   // an output of a scan: a view its scan step sets
 };
 Lowering lowering_of(const Program& program, int instruction);
+// What runs a step of this lowering, for summaries: "kernel" (generated C),
+// "blas", "library", "eager" or "scan".
+const char* runner_name(Lowering lowering);
 
 struct FusedStep {
   Lowering lowering = Lowering::inlined;  // inlined: an elementwise kernel

@@ -363,4 +363,34 @@ int KernelGraph::scatter(int instruction, const IndexMap& map, bool use_layout) 
   return add(std::move(node), map, use_layout || !layouts_[instruction].defined());
 }
 
+std::vector<int> reachable(const KernelGraph& graph, const std::vector<int>& values) {
+  std::vector<bool> needed(graph.nodes().size(), false);
+  std::vector<int> stack(values.begin(), values.end());
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (needed[id]) continue;
+    needed[id] = true;
+    for (int input : graph.node(id).inputs) stack.push_back(input);
+  }
+  std::vector<int> ids;
+  for (size_t id = 0; id < needed.size(); id++) {
+    if (needed[id]) ids.push_back(static_cast<int>(id));
+  }
+  return ids;
+}
+
+std::map<int, bool> reads_at_written_element(const KernelGraph& graph,
+                                             const std::vector<int>& values, const Affine& write) {
+  std::map<int, bool> reads;
+  for (int id : reachable(graph, values)) {
+    const KernelNode& node = graph.node(id);
+    const bool gather = node.kind == KernelNode::Kind::gather;
+    if (node.kind != KernelNode::Kind::read && !gather) continue;
+    auto [entry, added] = reads.emplace(node.base, true);
+    entry->second = entry->second && !gather && node.offset == write;
+  }
+  return reads;
+}
+
 }  // namespace lazylua::compiler

@@ -148,4 +148,15 @@ class KernelGraph {
   std::map<int, int> roots_;  // base instruction -> node
 };
 
+// The nodes `values` depend on, in creation order (inputs first).
+std::vector<int> reachable(const KernelGraph& graph, const std::vector<int>& values);
+
+// The slots (by the instruction that owns them, Layout::base) that the
+// nodes `values` depend on read, each with whether every read of it is at
+// `write` (the element a kernel writing `values` at `write` stores): such a
+// slot's memory may take the kernel's output (donation, donate.cpp), since
+// each element is read before it is overwritten. A gather's read never is.
+std::map<int, bool> reads_at_written_element(const KernelGraph& graph,
+                                             const std::vector<int>& values, const Affine& write);
+
 }  // namespace lazylua::compiler

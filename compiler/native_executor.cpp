@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 #include "compiler/disk_cache.h"
-#include "compiler/passes.h"
+#include "compiler/lower.h"
 #include "compiler/plan.h"
 #include "compiler/plan_record.h"
 #include "compiler/toolchain.h"
@@ -91,9 +91,9 @@ bool load_from_disk(CompiledProgram& entry, uint64_t key, const Program& program
 }
 
 // Builds `entry` from `program` (program_from_graph of the graph): the plan
-// the disk cache stored for `key`, else passes, fusion and codegen, then the
-// C compiler (the object and the plan go to the disk cache). Runs on the
-// compile thread or, in sync mode, the caller's. In sync mode an interrupt
+// the disk cache stored for `key`, else lower() (passes, fusion, donors,
+// codegen), then the C compiler (the object and the plan go to the disk
+// cache). Runs on the compile thread or, in sync mode, the caller's. In sync mode an interrupt
 // stops it between stages or kills the C compiler (toolchain.cpp):
 // Interrupted leaves `entry` building, and the caller forgets it. The
 // compile thread has no interrupt flag: an interrupt never disturbs a
@@ -118,13 +118,14 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
       entry.from_disk = true;
       if (debug_level >= 2) print_plan(entry.plan, "from the disk cache: ");
     } else {
-      entry.program = optimize(program, debug_level);
-      check_interrupt();
-      entry.plan = plan_program(entry.program);
-      check_interrupt();
+      Lowered lowered = lower(program, {.debug_level = debug_level});
+      entry.program = std::move(lowered.program);
+      entry.plan = std::move(lowered.plan);
       if (debug_level >= 2) print_plan(entry.plan, "");
     }
     if (entry.plan.kernel_count > 0 && !entry.from_disk) {
+      // The last stage of DESIGN.md §5 after lower()'s: the C compiler.
+      const auto toolchain_start = std::chrono::steady_clock::now();
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
       DiskCache::DetachedBuild detached{key, entry.plan.source, entry.plan.summary,
                                         serialize_plan(program, entry.program, entry.plan)};
@@ -137,6 +138,13 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
       if (!entry.library) check_interrupt();
       if (!entry.library) throw Error("the C compiler failed: " + error);
       resolve_kernels(entry.plan, *entry.library);
+      if (debug_level >= 2) {
+        print_stage(
+            kKernelPrefix, "toolchain",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - toolchain_start)
+                .count(),
+            fmt::format("{} bytes of C built and loaded", entry.plan.source.size()));
+      }
     }
     entry.compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -491,7 +499,7 @@ std::unique_ptr<Executor> make_native_executor(CompileMode mode, int debug_level
 }
 
 std::string generated_source(const Graph& graph) {
-  return plan_program(optimize(program_from_graph(graph), 0)).source;
+  return lower(program_from_graph(graph)).plan.source;
 }
 
 }  // namespace lazylua::compiler

@@ -95,14 +95,4 @@ struct ScanPlan {
   Plan plan;
 };
 
-// Fusion and code generation: groups the program's instructions into steps
-// (compiler/fuse.cpp) and writes the C source of the kernel steps
-// (compiler/codegen.cpp). Never fails: an instruction it cannot lower
-// becomes a reference step. Outputs take over the memory of donated inputs
-// where that is safe (compiler/donate.cpp).
-Plan plan_program(const Program& program);
-// The same, for a scan body: kernel names start with `prefix` and the
-// source has no prelude (it goes into the enclosing plan's source).
-Plan plan_program(const Program& program, const std::string& prefix);
-
 }  // namespace lazylua::compiler

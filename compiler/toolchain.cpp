@@ -597,30 +597,6 @@ bool compile_shared_object(const Toolchain& tool, const std::string& source_path
   }
 }
 
-std::shared_ptr<Library> build_and_load(const std::string& source, const std::string& so_path,
-                                        std::string* error) {
-  try {
-    const Toolchain& tool = toolchain();
-    if (!tool.works) {
-      *error = tool.why_not;
-      return nullptr;
-    }
-    std::string object = unique_temp_path(so_path);
-    std::string source_file = object + ".c";
-    if (!write_new_file(source_file, source, error)) return nullptr;
-    bool compiled = compile_shared_object(tool, source_file, object, error);
-    unlink(source_file.c_str());
-    std::shared_ptr<Library> library = compiled ? load(object, error) : nullptr;
-    // Loaded from the temporary name before the rename: the mapping is the
-    // inode we built, whatever happens to so_path afterwards.
-    if (!library || rename(object.c_str(), so_path.c_str()) != 0) unlink(object.c_str());
-    return library;
-  } catch (const std::exception& exception) {
-    *error = exception.what();
-    return nullptr;
-  }
-}
-
 namespace {
 
 // Private build directories that a killed lazylua left behind (ours, an

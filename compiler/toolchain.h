@@ -5,8 +5,8 @@
 //   const Toolchain& cc = toolchain();
 //   if (!cc.works) { say_once(cc.why_not); run_on_reference_kernels(); }
 //   std::string error;
-//   auto library = build_and_load("int add(int a, int b) { return a + b; }",
-//                                 "/tmp/add.so", &error);
+//   auto library = build_in_private_directory(cc, "int add(int a, int b) { return a + b; }",
+//                                             &error);
 //   auto add = reinterpret_cast<int (*)(int, int)>(library->symbol("add"));
 //
 // Nothing here throws: failures come back as a null result plus a message.
@@ -132,15 +132,6 @@ void kill_compilers_at_exit();
 // signal handling, stdin/stdout/stderr on /dev/null and no other descriptor
 // of ours; not waited for. False + *error if it could not be started.
 bool start_detached(const std::vector<std::string>& argv, std::string* error);
-
-// Builds `source` into so_path with toolchain() and loads it. The object is
-// built under a unique temporary name in so_path's directory, loaded from
-// there, then renamed to so_path: readers of so_path never see a partial file,
-// and we run exactly the bytes we built even if another process replaces
-// so_path meanwhile. If the rename fails the library still works; only the
-// file is not kept. nullptr + *error if it cannot be built or loaded.
-std::shared_ptr<Library> build_and_load(const std::string& source, const std::string& so_path,
-                                        std::string* error);
 
 // Builds and loads `source` in a fresh private directory under $TMPDIR (or
 // /tmp) and removes the files right after dlopen: for when there is no cache

@@ -38,6 +38,7 @@
 #include "compiler/codegen.h"
 #include "compiler/codegen_c.h"
 #include "compiler/fuse.h"
+#include "compiler/lower.h"
 #include "compiler/plan.h"
 #include "tensor/tensor.h"
 #include "tensor/thread_pool.h"
@@ -46,6 +47,13 @@ namespace lazylua::compiler {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The plan of a recorded program by the lowering driver, without the
+// passes: each test checks how the ops it records are lowered, which the
+// passes might fold away or rewrite.
+inline Plan plan_program(const Program& program) {
+  return lower(program, {.optimize = false}).plan;
+}
 
 // ---- Building generated C ----
 

@@ -1,7 +1,9 @@
 // toolchain_test.cpp - finding the system C compiler, building shared objects
-// with it and loading them; the cold compile time of a generated-size file.
+// with it and loading them (through DiskCache::build, as the runtime does);
+// the cold compile time of a generated-size file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/disk_cache.h"
 #include "compiler/toolchain.h"
 
 namespace lazylua::compiler {
@@ -93,25 +96,34 @@ TEST(Toolchain, WorksOnThisMachine) {
   std::printf("[ toolchain ] %s\n", tool.identity.c_str());
 }
 
+// Objects are built as the runtime builds them: DiskCache::build, which
+// compiles with toolchain() under a temporary name, loads and renames it.
+constexpr uint64_t kKey = 0x1234abcd;
+
 TEST(Toolchain, BuildsAndLoadsAFunction) {
   TemporaryDirectory directory;
-  std::string so_path = directory.path() + "/add.so";
+  DiskCache cache(directory.path());
   std::string error;
-  std::shared_ptr<Library> library = build_and_load(kAddSource, so_path, &error);
+  std::shared_ptr<Library> library = cache.build(kKey, kAddSource, "add", &error);
   ASSERT_TRUE(library) << error;
   auto add = reinterpret_cast<int (*)(int, int)>(library->symbol("add"));
   ASSERT_NE(add, nullptr);
   EXPECT_EQ(add(2, 40), 42);
   EXPECT_EQ(library->symbol("no_such_function"), nullptr);
-  // Only the final object is left: no source, no temporaries.
-  EXPECT_EQ(directory.names(), std::vector<std::string>{"add.so"});
+  // Only the object and its record are left: no source, no temporaries.
+  std::vector<std::string> names = directory.names();
+  std::sort(names.begin(), names.end());
+  const std::vector<std::string> expected{fs::path(cache.record_path(kKey)).filename(),
+                                          fs::path(cache.object_path(kKey)).filename()};
+  EXPECT_EQ(names, expected);
 }
 
 TEST(Toolchain, PathsWithBlanksNeedNoShell) {
   TemporaryDirectory directory("with blanks; $(false) 'quotes'");
+  DiskCache cache(directory.path() + "/a cache");
+  ASSERT_TRUE(cache.enabled()) << cache.why_disabled();
   std::string error;
-  std::shared_ptr<Library> library =
-      build_and_load(kAddSource, directory.path() + "/an object.so", &error);
+  std::shared_ptr<Library> library = cache.build(kKey, kAddSource, "add", &error);
   ASSERT_TRUE(library) << error;
   auto add = reinterpret_cast<int (*)(int, int)>(library->symbol("add"));
   EXPECT_EQ(add(1, 2), 3);
@@ -119,10 +131,9 @@ TEST(Toolchain, PathsWithBlanksNeedNoShell) {
 
 TEST(Toolchain, SyntaxErrorGivesTheCompilerMessage) {
   TemporaryDirectory directory;
+  DiskCache cache(directory.path());
   std::string error;
-  std::shared_ptr<Library> library =
-      build_and_load("int broken(int a) { return a +; }\n", directory.path() + "/bad.so", &error);
-  EXPECT_EQ(library, nullptr);
+  EXPECT_EQ(cache.build(kKey, "int broken(int a) { return a +; }\n", "broken", &error), nullptr);
   EXPECT_NE(error.find("error"), std::string::npos) << error;
   EXPECT_NE(error.find("<stdin>:1"), std::string::npos) << error;
   EXPECT_LE(error.size(), 2200u);
@@ -135,7 +146,7 @@ TEST(Toolchain, HugeErrorOutputIsCutNotBlocking) {
   for (int i = 0; i < 800; ++i) source += "int f" + std::to_string(i) + "(void) { return x; }\n";
   TemporaryDirectory directory;
   std::string error;
-  EXPECT_EQ(build_and_load(source, directory.path() + "/bad.so", &error), nullptr);
+  EXPECT_EQ(DiskCache(directory.path()).build(kKey, source, "bad", &error), nullptr);
   EXPECT_GT(error.size(), 1000u);
   EXPECT_LE(error.size(), 2200u);
 }
