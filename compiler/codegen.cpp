@@ -820,6 +820,9 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
         break;
     }
     if (plan.steps.size() == first_step) continue;
+    for (size_t k = first_step; k < plan.steps.size(); k++) {
+      if (plan.steps[k].kind == Step::Kind::kernel) plan.steps[k].roots = fused.roots;
+    }
     const char* kind = runner_name(fused.lowering);
     std::string roots;
     for (int root : fused.roots) roots += (roots.empty() ? "" : ",") + describe(program, root);

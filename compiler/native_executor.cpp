@@ -4,6 +4,7 @@
 // eager kernels.
 #include "compiler/native_executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -24,6 +25,7 @@
 #include "compiler/plan_record.h"
 #include "compiler/toolchain.h"
 #include "tensor/interrupt.h"
+#include "tensor/profiler.h"
 #include "tensor/scan.h"
 #include "tensor/thread_pool.h"
 
@@ -67,6 +69,82 @@ void resolve_kernels(Plan& plan, const Library& library) {
     if (!symbol) throw Error("generated code lacks " + step.function);
     plan.functions[i] = symbol;
   }
+}
+
+// ---- Profiling (tensor/profiler.h) ----
+
+const char* step_category(Step::Kind kind) {
+  switch (kind) {
+    case Step::Kind::kernel:
+      return "kernel";
+    case Step::Kind::matmul:
+      return "matmul";  // its BLAS call is the "blas" span inside
+    case Step::Kind::library:
+      return "library";
+    case Step::Kind::reference:
+      return "reference";
+    case Step::Kind::scan:
+      return "scan";
+  }
+  return "";
+}
+
+// The memory a step's buffers span (what it reads and writes at most).
+int64_t step_bytes(const Plan& plan, const Step& step) {
+  int64_t bytes = 0;
+  for (int s : step.slots) {
+    bytes += numel(plan.slots[s].shape) * static_cast<int64_t>(dtype_size(plan.slots[s].dtype));
+  }
+  return bytes;
+}
+
+// Each step's name for the profiler: its ops and the Lua lines that
+// recorded them. A kernel covers the instructions it writes and those
+// computed inside it (the ones without a slot of their own).
+std::vector<std::string> step_labels(const Plan& plan, const Program& program) {
+  std::vector<bool> has_slot(program.instructions.size(), false);
+  for (const Slot& slot : plan.slots) {
+    if (slot.instruction >= 0) has_slot[slot.instruction] = true;
+  }
+  std::vector<std::string> labels;
+  for (const Step& step : plan.steps) {
+    std::vector<int> covered;
+    if (step.kind == Step::Kind::kernel) {
+      std::vector<int> stack = step.roots;
+      std::vector<bool> seen(program.instructions.size(), false);
+      while (!stack.empty()) {
+        const int at = stack.back();
+        stack.pop_back();
+        if (at < 0 || seen[at]) continue;
+        seen[at] = true;
+        covered.push_back(at);
+        for (int input : program.instructions[at].inputs) {
+          if (!has_slot[input]) stack.push_back(input);
+        }
+      }
+      std::sort(covered.begin(), covered.end());
+    } else if (step.instruction >= 0) {
+      covered.push_back(step.instruction);
+    }
+    std::string ops, lines;
+    std::vector<std::string> seen_lines;
+    for (int at : covered) {
+      const Instruction& instruction = program.instructions[at];
+      if (instruction.op == Op::parameter || instruction.op == Op::scalar ||
+          instruction.op == Op::constant) {
+        continue;
+      }
+      ops += (ops.empty() ? "" : "+") + std::string(instruction.name());
+      const std::string line = location_string(instruction.location);
+      if (std::find(seen_lines.begin(), seen_lines.end(), line) == seen_lines.end()) {
+        seen_lines.push_back(line);
+        lines += (lines.empty() ? "" : ", ") + line;
+      }
+    }
+    if (ops.size() > 60) ops = ops.substr(0, 57) + "...";
+    labels.push_back(lines.empty() ? ops : ops + " (" + lines + ")");
+  }
+  return labels;
 }
 
 // Called with what a detached compiler would need to finish the build, once
@@ -113,8 +191,10 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
     entry.state = CompiledProgram::State::failed;
   };
   if (identified_toolchain().identity.empty()) return no_compiler(identified_toolchain());
+  profiler::Span span("compile", fmt::format("compile {:016x}", key));
   try {
     if (load_from_disk(entry, key, program, cache)) {
+      span.set_detail("the disk cache's plan and object");
       entry.from_disk = true;
       if (debug_level >= 2) print_plan(entry.plan, "from the disk cache: ");
     } else {
@@ -145,6 +225,10 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
                 .count(),
             fmt::format("{} bytes of C built and loaded", entry.plan.source.size()));
       }
+    }
+    if (!entry.from_disk) {
+      span.set_detail(fmt::format("built: {} kernels, {} bytes of C", entry.plan.kernel_count,
+                                  entry.plan.source.size()));
     }
     entry.compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -363,9 +447,16 @@ class NativeExecutor final : public Executor {
     // runs with no interrupt flag, and the interrupt is delivered at the
     // next check after the sync.
     std::optional<InterruptScope> uninterruptible;
+    const std::vector<std::string> labels =
+        profiler::active() ? step_labels(plan, program) : std::vector<std::string>{};
     for (size_t i = 0; i < plan.steps.size(); i++) {
       const Step& step = plan.steps[i];
       check_interrupt();
+      // Profiling: kernels and eager steps are spans named by their ops'
+      // lines; a BLAS call made by the step names them too.
+      const profiler::Label label(labels.empty() ? nullptr : &labels[i]);
+      profiler::Span span(step_category(step.kind), labels.empty() ? std::string() : labels[i]);
+      if (span.on()) span.set_work(step_bytes(plan, step), 0);
       if (step.kind == Step::Kind::kernel) {
         for (int slot : step.written) {
           if (plan.slots[slot].input_index < 0) continue;

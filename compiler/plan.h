@@ -58,6 +58,9 @@ struct Step {
   int instruction = -1;      // matmul/library/reference: the instruction computed;
                              // kernel: the first instruction it covers
   std::vector<int> written;  // kernel: the slots it writes
+  // kernel: the instructions whose values it writes (the fused group's
+  // roots), for naming it by their ops and lines (profiler).
+  std::vector<int> roots;
   // kernel: slots an elementwise kernel reads only at the element it is
   // writing, so an output may take over such a slot's memory (donation).
   std::vector<int> same_element_reads;

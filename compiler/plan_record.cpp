@@ -145,6 +145,7 @@ void write_plan(const Plan& plan, const Bodies& bodies, cache::PlanRecord* recor
     put_all(step.byte_offsets, out->mutable_byte_offsets());
     out->set_instruction(step.instruction);
     put_all(step.written, out->mutable_written());
+    put_all(step.roots, out->mutable_roots());
     put_all(step.same_element_reads, out->mutable_same_element_reads());
     out->set_can_fail(step.can_fail);
     out->set_transposed_inputs(step.transposed_inputs);
@@ -273,6 +274,7 @@ Plan read_plan(const cache::PlanRecord& record, const Program& program, const Bo
     check(step.kind == Step::Kind::kernel || (in.instruction() >= 0 && !step.slots.empty()));
     step.instruction = in.instruction();
     step.written = read_indices(in.written(), slots);
+    step.roots = read_indices(in.roots(), instructions);
     step.same_element_reads = read_indices(in.same_element_reads(), slots);
     step.can_fail = in.can_fail();
     check(in.transposed_inputs() <= 255);

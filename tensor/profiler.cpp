@@ -55,6 +55,7 @@ std::string json_string(const std::string& text) {
 
 bool is_kernel(const Event& e) {
   const std::string_view category = e.category;
+  // "matmul" steps are left out: the "blas" spans inside them count.
   return category == "kernel" || category == "blas" || category == "library" ||
          category == "reference";
 }
@@ -66,6 +67,10 @@ const std::string kNoLabel;
 
 uint32_t profile_number() {
   return generation.load(std::memory_order_relaxed);
+}
+
+const std::string* current_label_pointer() {
+  return label;
 }
 
 const std::string& current_label() {

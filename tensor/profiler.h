@@ -92,6 +92,7 @@ class Span {
 // named in the spans made meanwhile below the step (a BLAS call): set for a
 // scope by Label. Empty when none.
 const std::string& current_label();
+const std::string* current_label_pointer();  // null when none
 class Label {
  public:
   explicit Label(const std::string* label);  // null: no change

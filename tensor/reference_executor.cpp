@@ -4,6 +4,7 @@
 // compiler::interpret run on it.
 #include "context.h"
 #include "interrupt.h"
+#include "profiler.h"
 
 namespace lazylua {
 
@@ -41,8 +42,14 @@ std::vector<Array> GraphWalker::run(const std::vector<Array>& placeholders) {
         const size_t index = static_cast<size_t>(node.attrs[0]);
         LAZYLUA_ASSERT(index < placeholders.size());
         values_[i] = placeholders[index];
+      } else if (node.result.defined()) {
+        values_[i] = node.result;
       } else {
-        values_[i] = node.result.defined() ? node.result : evaluate_node(node, inputs_);
+        profiler::Span span("reference", "");
+        if (span.on() && !node.is_leaf()) {
+          span.set_name(fmt::format("{} {}", node.name(), location_string(node.location)));
+        }
+        values_[i] = evaluate_node(node, inputs_);
       }
     } catch (const InternalError& error) {
       throw InternalError(fmt::format("{} in op {} recorded at {}", error.what(), node.name(),

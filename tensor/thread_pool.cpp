@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "interrupt.h"
+#include "profiler.h"
 
 namespace lazylua {
 namespace {
@@ -94,7 +95,14 @@ class ThreadPool {
       std::lock_guard lock(mutex_);
       // The caller's interrupt flag goes with the job: the workers obey the
       // interpreter that asked for the work (interrupt.h).
-      job_ = {n, chunks, slice_items(grain), fn, context, current_interrupt_flag()};
+      // So do its profiler label: a BLAS call on a worker names the step.
+      job_ = {n,
+              chunks,
+              slice_items(grain),
+              fn,
+              context,
+              current_interrupt_flag(),
+              profiler::active() ? profiler::current_label_pointer() : nullptr};
       pending_.store(static_cast<int>(chunks) - 1);
       error_ = nullptr;
       generation_.fetch_add(1);
@@ -118,12 +126,14 @@ class ThreadPool {
     RangeFunction fn = nullptr;
     void* context = nullptr;
     const InterruptFlag* interrupt = nullptr;
+    const std::string* label = nullptr;  // the caller's profiler label
   };
 
   void run_chunk(const Job& job, int64_t chunk) {
     const int64_t begin = job.n * chunk / job.chunks;
     const int64_t end = job.n * (chunk + 1) / job.chunks;
     InterruptScope interrupt_scope(job.interrupt);  // also for nested loops inside fn
+    const profiler::Label label(job.label);
     inside_parallel_region = true;
     try {
       run_in_slices(job.fn, job.context, begin, end, job.slice);

@@ -95,6 +95,7 @@ void expect_same_plan(const Plan& a, const Plan& b) {
     EXPECT_EQ(x.byte_offsets, y.byte_offsets);
     EXPECT_EQ(x.instruction, y.instruction);
     EXPECT_EQ(x.written, y.written);
+    EXPECT_EQ(x.roots, y.roots);
     EXPECT_EQ(x.same_element_reads, y.same_element_reads);
     EXPECT_EQ(x.can_fail, y.can_fail);
     EXPECT_EQ(x.transposed_inputs, y.transposed_inputs);
