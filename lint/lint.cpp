@@ -192,6 +192,7 @@ class FunctionChecker {
     const int count = static_cast<int>(proto_.code.size());
     records_.assign(count, false);
     marks_.assign(count, false);
+    computes_.assign(count, false);
     for (int pc = 0; pc < count; pc++) step(pc, nested);
   }
 
@@ -199,6 +200,9 @@ class FunctionChecker {
   const std::vector<Read>& reads() const { return reads_; }
   bool records(int pc) const { return records_[pc]; }
   bool marks(int pc) const { return marks_[pc]; }
+  // A mark_step, an optimizer's step() or a tensor.sync(...): values read
+  // after it in the same iteration are already computed.
+  bool computes(int pc) const { return computes_[pc]; }
 
  private:
   Value& reg(int index) { return registers_[index & 0xFF]; }
@@ -354,6 +358,7 @@ class FunctionChecker {
 
   Value field(const Value& table, const std::string& key, int pc) {
     if (key == "mark_step") marks_[pc] = true;
+    if (key == "mark_step" || key == "sync") computes_[pc] = true;
     switch (table.kind) {
       case Kind::tensor_module:
         return {Kind::tensor_function, key, pc};
@@ -372,7 +377,7 @@ class FunctionChecker {
     reg(a) = {Kind::unknown, method ? *method : "", pc};
     if (!method) return;
     // optim's step() ends with tensor.mark_step() (DESIGN.md §10).
-    if (*method == "step" || *method == "mark_step") marks_[pc] = true;
+    if (*method == "step" || *method == "mark_step") marks_[pc] = computes_[pc] = true;
     if (kSyncMethods.count(*method) || kMetadataMethods.count(*method)) {
       // Their results are Lua values, never tensors.
       reg(a) = {Kind::library, *method, pc};
@@ -526,6 +531,7 @@ class FunctionChecker {
   std::vector<Read> reads_;
   std::vector<bool> records_;
   std::vector<bool> marks_;
+  std::vector<bool> computes_;
   int open_top_ = -1;
   std::map<std::pair<int, std::string>, int> method_occurrences_;  // (line, method) -> seen
 };
@@ -590,6 +596,13 @@ std::vector<Finding> lint_chunk(const Proto& main, const std::string& text) {
                                    occurrences[{read.line, read.needle}]++);
       const Loop* loop = innermost(loops, read.pc);
       if (!loop || !on_every_iteration(proto, *loop, read.pc)) continue;
+      // A read after a barrier or tensor.sync that runs every iteration
+      // finds the value computed: no sync of its own.
+      bool computed_before = false;
+      for (int pc = loop->start; pc < read.pc && !computed_before; pc++) {
+        computed_before = checker.computes(pc) && on_every_iteration(proto, *loop, pc);
+      }
+      if (computed_before) continue;
       loop_syncs[loop - loops.data()] = true;
       findings.push_back({read.line, column,
                           fmt::format("{} syncs on every iteration of the loop at line {}: {}",
@@ -607,7 +620,7 @@ std::vector<Finding> lint_chunk(const Proto& main, const std::string& text) {
       bool records = false, marks = false;
       for (int pc = loop.start; pc <= loop.end; pc++) {
         records |= checker.records(pc);
-        marks |= checker.marks(pc);
+        marks |= checker.marks(pc) || checker.computes(pc);  // tensor.sync cuts it too
       }
       if (!records || marks) continue;
       const int line = proto.lines[loop.header];

@@ -156,11 +156,15 @@ function M.run(spec)
   local function evaluate()
     model:eval()
     local correct = tensor.no_grad(function()
-      local total = 0
+      -- The count stays a tensor until the end: each batch is one graph
+      -- ended by mark_step, with no value read into Lua on the way.
+      local total = nil
       for x, y in test_loader:iter() do
-        total = total + model(x):argmax(2):eq(y):sum():item()
+        local hits = model(x):argmax(2):eq(y):sum()
+        total = total and total + hits or hits
+        tensor.mark_step()
       end
-      return total
+      return total and total:item() or 0
     end)
     model:train()
     return correct / test_x:size(1)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <string_view>
 
 #include "context.h"
@@ -87,6 +89,50 @@ std::string attrs_text(Op op, const int64_t* a) {
 }
 
 }  // namespace
+
+// The ops one graph computes at lines where the other computes nothing,
+// when the two agree at the lines both have (but for views, which differ
+// when a value that was pending in one is data in the other): values
+// recorded before a loop and still pending at its first step, or a block
+// that runs on some steps only. Nullopt otherwise.
+std::optional<Diagnostics::ExtraWork> Diagnostics::extra_work(const Sketch& now,
+                                                              const Sketch& cached) {
+  // An op as the key sees it, but for its inputs (name, dtype, shape), by line.
+  using Ops = std::map<std::string, std::map<std::string, int>>;
+  auto ops_by_line = [](const Sketch& sketch) {
+    Ops ops;
+    for (const SketchNode& n : sketch.nodes) {
+      if (n.kind != 'n') continue;
+      const bool view = n.op == Op::slice || n.op == Op::select || n.op == Op::reshape ||
+                        n.op == Op::permute || n.op == Op::expand;
+      auto& line = ops[location_string(n.location)];
+      if (!view) line[fmt::format("{} {} {}", n.name, dtype_name(n.dtype), shape_text(n.shape))]++;
+    }
+    return ops;
+  };
+  const Ops now_ops = ops_by_line(now), cached_ops = ops_by_line(cached);
+  for (const bool in_cached : {true, false}) {
+    const Ops& big = in_cached ? cached_ops : now_ops;
+    const Ops& small = in_cached ? now_ops : cached_ops;
+    ExtraWork extra;
+    extra.in_cached = in_cached;
+    bool agree = true;
+    std::string first;
+    for (const auto& [line, ops] : big) {
+      const auto found = small.find(line);
+      if (found != small.end()) {
+        agree = agree && found->second == ops;
+        continue;
+      }
+      for (const auto& [op, count] : ops) extra.count += count;
+      extra.lines += (extra.lines.empty() ? "" : ", ") + line;
+      if (extra.first_line.empty()) extra.first_line = line;
+    }
+    for (const auto& [line, ops] : small) agree = agree && big.count(line) > 0;
+    if (agree && !extra.lines.empty()) return extra;
+  }
+  return std::nullopt;
+}
 
 bool Diagnostics::SketchNode::operator==(const SketchNode& other) const {
   return hash == other.hash && kind == other.kind && dtype == other.dtype && shape == other.shape &&
@@ -178,6 +224,31 @@ RecompileExplanation Diagnostics::compare(const Sketch& now, const Sketch& cache
     }
     return e;
   }
+  // Work that only one graph does, all of it at lines the other never
+  // reaches: values recorded before a loop still pending at its first
+  // step, or a block of code that runs on some steps only.
+  if (const auto extra = extra_work(now, cached)) {
+    e.reason = "op_count";
+    const bool in_cached = extra->in_cached;
+    e.message = fmt::format("{} also computed {} {} that {} does not, recorded at {}",
+                            in_cached ? "the cached graph" : "this graph", extra->count,
+                            extra->count == 1 ? "op" : "ops",
+                            in_cached ? "this one" : "the cached one", extra->lines);
+    (in_cached ? e.cached_line : e.new_line) = extra->first_line;
+    e.hint = in_cached ? "values recorded before the loop were still pending at its first step: "
+                         "call tensor.mark_step() after setting up"
+                       : "code that records ops on some steps only (a branch in Lua on a value)";
+    return e;
+  }
+  // An input whose shape changed explains the shapes computed from it.
+  for (size_t k = i; k < common; k++) {
+    const SketchNode& p = now.nodes[k];
+    const SketchNode& q = cached.nodes[k];
+    if (p.kind == 'p' && q.kind == 'p' && p.dtype == q.dtype && p.shape != q.shape) {
+      i = k;
+      break;
+    }
+  }
   const SketchNode& a = now.nodes[i];
   const SketchNode& b = cached.nodes[i];
   e.new_line = line(a);
@@ -200,8 +271,16 @@ RecompileExplanation Diagnostics::compare(const Sketch& now, const Sketch& cache
   } else if (a.kind != b.kind && (a.kind == 'p' || b.kind == 'p')) {
     e.reason = "inputs";
     auto text = [](const SketchNode& n) {
-      return n.kind == 'p' ? std::string("an input (a value computed by an earlier sync)")
-                           : fmt::format("{} computed in the graph", n.name);
+      switch (n.kind) {
+        case 'p':
+          return std::string("an input (data, or a value computed by an earlier sync)");
+        case 'c':
+          return fmt::format("the constant {}", n.constant);
+        case 's':
+          return std::string("a number input");
+        default:
+          return fmt::format("{} computed in the graph", n.name);
+      }
     };
     e.message = "a value is computed elsewhere: " + both(text(a), text(b));
     e.hint = "a sync in the middle of the step (item, print) on some steps only";

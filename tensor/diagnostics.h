@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,13 @@ class Diagnostics {
   };
   using Place = std::pair<std::string, int>;  // chunk, line
 
+  struct ExtraWork {
+    bool in_cached = false;  // the cached graph has it (else the new one)
+    int count = 0;
+    std::string lines;  // "train.lua:3, train.lua:4"
+    std::string first_line;
+  };
+  static std::optional<ExtraWork> extra_work(const Sketch& now, const Sketch& cached);
   static Sketch sketch(const Graph& graph);
   static RecompileExplanation compare(const Sketch& now, const Sketch& cached);
 

@@ -55,6 +55,10 @@ awk '{ sub(/^breaks.lua/, "shebang.lua"); split($0, f, ":"); line = f[2] + 1
 (cd "$WORK" && "$LINT" shebang.lua) > "$WORK/out" 2> "$WORK/err"
 check "a #! line" 1 "$WORK/shebang" $?
 
+# The repository's own scripts are clean.
+(cd ../../../.. && "$LINT" scripts/*.lua) > "$WORK/out" 2> "$WORK/err"
+check "scripts/*.lua" 0 "$WORK/empty" $?
+
 # Errors: each says what and where, on stderr, and the next file is read.
 expect_error() {  # NAME PATTERN ARGS...
   local name=$1 pattern=$2

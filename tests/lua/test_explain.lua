@@ -125,6 +125,23 @@ h.test("more ops on some steps", function()
   h.eq(line_of(e[1].new_line), extra_line)
 end)
 
+h.test("values still pending from the setup make the first step's graph different", function()
+  fresh()
+  local w = tensor.ones(4) * 3; local setup_line = line_here() -- pending until the first step
+  for k = 1, 3 do
+    w = (w * 0.5):tanh()
+    tensor.mark_step()
+  end
+  local e = tensor.explain()
+  if EAGER then return assert(#e == 0) end
+  h.eq(#e, 1)
+  h.eq(e[1].reason, "op_count")
+  h.eq(line_of(e[1].cached_line), setup_line)
+  assert(e[1].message:find("the cached graph also computed 1 op that this one does not", 1, true),
+         e[1].message)
+  assert(e[1].hint:find("call tensor.mark_step() after setting up", 1, true), e[1].hint)
+end)
+
 h.test("a tensor kept alive on some steps: other outputs", function()
   fresh()
   local x = tensor.ones(3)
