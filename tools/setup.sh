@@ -6,7 +6,8 @@ set -euo pipefail
 # build-essential brings GCC's sanitizer runtimes (libasan8, libubsan1) for
 # .ci/run's sanitizer build; the tests also use gzip and coreutils (timeout,
 # mkfifo, truncate), which every Debian system has. clang-format is for
-# .ci/run's layout check (tools/check_format.sh).
+# .ci/run's layout check (tools/check_format.sh); jq parses the profiler's
+# trace files in the tests.
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem
@@ -16,6 +17,7 @@ packages=(
   libgtest-dev
   zlib1g-dev libdeflate-dev libxml2-utils
   clang-format
+  jq
   dataset-fashion-mnist
 )
 

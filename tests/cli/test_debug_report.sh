@@ -47,6 +47,20 @@ if [ "$syncs" = 12 ] && head -c 40 "$WORK/trace.json" | grep -qF '{"displayTimeU
 else
   echo "FAIL: LAZYLUA_PROFILE: $syncs sync spans, expected 12"; cat "$WORK/err"; failures=$((failures + 1))
 fi
+# The trace parses as JSON (jq), and with native code its kernels are
+# spans named by the Lua lines of their ops.
+LAZYLUA_COMPILE=sync LAZYLUA_PROFILE="$WORK/native.json" "$LAZYLUA" fixtures/recompiles.lua \
+  > "$WORK/out" 2> "$WORK/err"
+kernels=$(jq '[.traceEvents[] | select(.ph == "X" and .cat == "kernel"
+                and (.name | test("fixtures/recompiles.lua:[0-9]+")))] | length' "$WORK/native.json")
+threads=$(jq '[.traceEvents[] | select(.ph == "M" and .name == "thread_name")] | length' \
+  "$WORK/native.json")
+if [ "${kernels:-0}" -gt 0 ] && [ "${threads:-0}" -ge 1 ]; then
+  echo "ok: the trace parses; $kernels kernel spans named with Lua lines"
+else
+  echo "FAIL: trace: kernels named with lines: ${kernels:-none}, threads: ${threads:-none}"
+  head -c 2000 "$WORK/native.json"; failures=$((failures + 1))
+fi
 LAZYLUA_PROFILE=/nonexistent-dir/trace.json "$LAZYLUA" fixtures/recompiles.lua > "$WORK/out" 2> "$WORK/err"
 [ $? -eq 0 ] && grep -qF "lazylua: LAZYLUA_PROFILE: cannot write /nonexistent-dir/trace.json" "$WORK/err" &&
   echo "ok: an unwritable LAZYLUA_PROFILE is said" ||
