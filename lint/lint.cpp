@@ -596,11 +596,12 @@ std::vector<Finding> lint_chunk(const Proto& main, const std::string& text) {
                                    occurrences[{read.line, read.needle}]++);
       const Loop* loop = innermost(loops, read.pc);
       if (!loop || !on_every_iteration(proto, *loop, read.pc)) continue;
-      // A read after a barrier or tensor.sync that runs every iteration
-      // finds the value computed: no sync of its own.
+      // A read after a barrier or tensor.sync earlier in the iteration (an
+      // inner loop's optimizer step included) most likely finds the value
+      // computed: no sync of its own.
       bool computed_before = false;
       for (int pc = loop->start; pc < read.pc && !computed_before; pc++) {
-        computed_before = checker.computes(pc) && on_every_iteration(proto, *loop, pc);
+        computed_before = checker.computes(pc);
       }
       if (computed_before) continue;
       loop_syncs[loop - loops.data()] = true;
