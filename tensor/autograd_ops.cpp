@@ -36,12 +36,19 @@ bool any_needs_grad(const std::vector<Tensor>& inputs) {
 
 // ---- Elementwise ----
 
+// The two most common ops return before building record's input list when
+// no input wants a gradient (recording an op is meant to cost well under a
+// microsecond, and that list is a heap allocation).
 Tensor unary(UnaryOp op, const Tensor& a) {
-  return record(lazylua::unary(op, a), call(Op::unary, static_cast<uint8_t>(op)), {a});
+  Tensor out = lazylua::unary(op, a);
+  if (!needs_grad(a)) return out;
+  return record(out, call(Op::unary, static_cast<uint8_t>(op)), {a});
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  return record(lazylua::binary(op, a, b), call(Op::binary, static_cast<uint8_t>(op)), {a, b});
+  Tensor out = lazylua::binary(op, a, b);
+  if (!needs_grad(a) && !needs_grad(b)) return out;
+  return record(out, call(Op::binary, static_cast<uint8_t>(op)), {a, b});
 }
 
 // A Lua number operand is a scalar input of the IR node; as a tensor of the
