@@ -56,6 +56,12 @@ void on_interrupt_while_running(int signal_number) {
   arm_interrupt(interruptible_state, raise_interrupted);
 }
 
+// The REPL's: the handler stays, so a second Ctrl-C only asks again (the
+// tensor work it would stop checks its flag every few milliseconds).
+void on_interrupt_while_running_in_repl(int /*signal_number*/) {
+  arm_interrupt(interruptible_state, raise_interrupted);
+}
+
 // Message handler of every chunk: turns the error object into a message and
 // appends the traceback. An error object with __tostring gives its own
 // message (without traceback); other non-strings are described by type.
@@ -306,14 +312,15 @@ int protected_main(lua_State* L) {
 
 }  // namespace
 
-int call_with_traceback(lua_State* L, int nargs, int nresults) {
+int call_with_traceback(lua_State* L, int nargs, int nresults, bool from_repl) {
   int handler_index = lua_gettop(L) - nargs;
   lua_pushcfunction(L, add_traceback);
   lua_insert(L, handler_index);
   interruptible_state = L;
   struct sigaction on_interrupt = {};
   struct sigaction before;
-  on_interrupt.sa_handler = on_interrupt_while_running;
+  on_interrupt.sa_handler =
+      from_repl ? on_interrupt_while_running_in_repl : on_interrupt_while_running;
   on_interrupt.sa_flags = SA_RESTART;
   sigemptyset(&on_interrupt.sa_mask);
   sigaction(SIGINT, &on_interrupt, &before);

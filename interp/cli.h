@@ -15,7 +15,11 @@ int run_cli(int argc, char** argv);
 // protected mode, with a message handler that appends a traceback. Ctrl-C
 // while it runs makes it fail with "interrupted!". Returns the pcall status;
 // on error the message is left on top of the stack.
-int call_with_traceback(lua_State* L, int nargs, int nresults);
+//
+// As in lua.c, a second Ctrl-C before the chunk stops kills the program (a
+// script stuck in a long C function), unless `from_repl`: there every Ctrl-C
+// just asks again, so a person pressing it twice never loses the session.
+int call_with_traceback(lua_State* L, int nargs, int nresults, bool from_repl = false);
 
 // If `status` is an error, prints the message on top of the stack to stderr
 // (prefixed by "progname: " unless progname is null) and pops it. Returns

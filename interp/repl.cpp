@@ -606,11 +606,18 @@ void run_repl(lua_State* L) {
   while ((status = load_line(L)) != kNoMoreInput) {
     if (status == kDiscarded) continue;
     const CommandStart start = start_command(L);
-    if (status == LUA_OK) status = call_with_traceback(L, 0, LUA_MULTRET);
-    if (status == LUA_OK)
+    if (status == LUA_OK) status = call_with_traceback(L, 0, LUA_MULTRET, /*from_repl=*/true);
+    if (status == LUA_OK) {
       print_results(L);
-    else
+    } else {
       report_status(L, status, nullptr);  // no program name in interactive mode
+      // A failed or interrupted chunk leaves its temporaries unreachable. An
+      // interrupted sync leaves its tensors pending (tensor/interrupt.h):
+      // those the session still refers to are computed by the next sync;
+      // the others (a loop's locals) go now, not whenever the collector
+      // gets to them, so %pending and the next sync see only what is left.
+      lua_gc(L, LUA_GCCOLLECT);
+    }
     // At a terminal only: piped sessions print what lua5.4 prints.
     if (line_editing) {
       const std::string line = command_status(L, start, colour);

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <type_traits>
 
 #include "../blas.h"
+#include "../interrupt.h"
 #include "../thread_pool.h"
 #include "loops.h"
 
@@ -76,12 +78,59 @@ void blas_call(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE tran
 // costs a wake-up of the pool (a few microseconds).
 constexpr double kParallelGemmWork = 1 << 20;
 
+// Multiply-adds of one BLAS call above which a band is cut into sub-bands,
+// with check_interrupt() (../interrupt.h) between them: a BLAS call cannot
+// be stopped, and one thread's half of a 3000^3 product ran 0.5 s on a
+// loaded 2-core VM (27 GMAD/s). A sub-band keeps at least
+// kMinimumSubBand rows or columns: each call packs the whole other operand
+// again, which cost 40% at 128 rows of a 3000^3 product and nothing
+// measurable at 256. Only products this large are cut further, so smaller
+// ones make exactly the calls they made before; for the large ones
+// OpenBLAS's result may change in the last bits with the cut on some cores
+// (measured with Haswell's sgemm; SkylakeX's sgemm gave the same bits).
+constexpr double kInterruptibleGemmWork = double(1 << 30);
+constexpr int64_t kMinimumSubBand = 256;
+
+// One band [first, last) of rows (by_rows) or columns of C, as BLAS calls
+// of sub-bands short enough to interrupt between.
+void gemm_band(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b,
+               bool by_rows, int64_t first, int64_t last, int64_t m, int64_t n, int64_t k,
+               const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc) {
+  const int64_t element = is_double ? 8 : 4;
+  const int64_t other = by_rows ? n : m;
+  const double work =
+      static_cast<double>(last - first) * static_cast<double>(other) * static_cast<double>(k);
+  int64_t step = last - first;
+  if (work > kInterruptibleGemmWork) {
+    // Equal sub-bands of whole vector widths (16 floats).
+    const auto parts = static_cast<int64_t>(std::ceil(work / kInterruptibleGemmWork));
+    step = std::max(kMinimumSubBand, ((last - first + parts - 1) / parts + 15) / 16 * 16);
+  }
+  for (int64_t begin = first; begin < last; begin += step) {
+    if (begin > first) check_interrupt();
+    const int64_t end = std::min(last, begin + step);
+    if (by_rows) {
+      // Rows of C come from rows of A: row r of a transposed A is column r.
+      const int64_t a_offset = transpose_a == CblasNoTrans ? begin * lda : begin;
+      blas_call(is_double, transpose_a, transpose_b, end - begin, n, k,
+                static_cast<const char*>(a) + a_offset * element, lda, b, ldb,
+                static_cast<char*>(c) + begin * ldc * element, ldc);
+    } else {
+      const int64_t b_offset = transpose_b == CblasNoTrans ? begin : begin * ldb;
+      blas_call(is_double, transpose_a, transpose_b, m, end - begin, k, a, lda,
+                static_cast<const char*>(b) + b_offset * element, ldb,
+                static_cast<char*>(c) + begin * element, ldc);
+    }
+  }
+}
+
 // C = A B on the thread pool. OpenBLAS itself runs single-threaded (see
 // thread_pool.cpp): its own threads wait for work by spinning on
 // sched_yield, which on two cores starves the pool running the kernels
 // around each product (measured: half the time of a training step). So the
 // product is cut into one band of C per thread, rows or columns, whichever
-// dim is longer, and each band is one BLAS call.
+// dim is longer, and each band is one BLAS call (or several, when it is too
+// long to wait for on Ctrl-C: gemm_band).
 void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose_b, int64_t m,
           int64_t n, int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
           int64_t ldc) {
@@ -90,10 +139,10 @@ void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
   if (threads == 1 || work < kParallelGemmWork || extent < 2 * threads) {
-    blas_call(is_double, transpose_a, transpose_b, m, n, k, a, lda, b, ldb, c, ldc);
+    gemm_band(is_double, transpose_a, transpose_b, by_rows, 0, extent, m, n, k, a, lda, b, ldb, c,
+              ldc);
     return;
   }
-  const int64_t element = is_double ? 8 : 4;
   const int64_t bands = threads;
   parallel_for(bands, 1, [&](int64_t begin, int64_t end) {
     for (int64_t band = begin; band < end; ++band) {
@@ -102,18 +151,8 @@ void gemm(bool is_double, CBLAS_TRANSPOSE transpose_a, CBLAS_TRANSPOSE transpose
       const int64_t first = std::min(extent, band * step);
       const int64_t last = band + 1 == bands ? extent : std::min(extent, first + step);
       if (first >= last) continue;
-      if (by_rows) {
-        // Rows of C come from rows of A: row r of a transposed A is column r.
-        const int64_t a_offset = transpose_a == CblasNoTrans ? first * lda : first;
-        blas_call(is_double, transpose_a, transpose_b, last - first, n, k,
-                  static_cast<const char*>(a) + a_offset * element, lda, b, ldb,
-                  static_cast<char*>(c) + first * ldc * element, ldc);
-      } else {
-        const int64_t b_offset = transpose_b == CblasNoTrans ? first : first * ldb;
-        blas_call(is_double, transpose_a, transpose_b, m, last - first, k, a, lda,
-                  static_cast<const char*>(b) + b_offset * element, ldb,
-                  static_cast<char*>(c) + first * element, ldc);
-      }
+      gemm_band(is_double, transpose_a, transpose_b, by_rows, first, last, m, n, k, a, lda, b, ldb,
+                c, ldc);
     }
   });
 }
