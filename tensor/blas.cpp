@@ -179,33 +179,32 @@ void require(const char* what) {
   loaded_library(what);
 }
 
-// A profiler span for one product: its shape, the Lua line of the op
-// (profiler::Label) and its work.
-template <typename T>
-void set_gemm_span(profiler::Span& span, const char* routine, int m, int n, int k) {
-  if (!span.on()) return;
-  const std::string& label = profiler::current_label();
-  span.set_name(fmt::format("{} {}x{}x{}{}{}", routine, m, n, k, label.empty() ? "" : " ", label));
-  const int64_t elements = int64_t{m} * k + int64_t{k} * n + int64_t{m} * n;
-  span.set_work(elements * static_cast<int64_t>(sizeof(T)), 2 * int64_t{m} * n * k);
+// One product through cblas_?gemm, in a profiler span named by its shape and
+// the Lua line of the op (profiler::Label), with its work.
+template <typename T, typename Gemm>
+void gemm(Gemm routine, const char* name, bool transpose_a, bool transpose_b, int m, int n, int k,
+          T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+  profiler::Span span("blas", "");
+  if (span.on()) {
+    const std::string& label = profiler::current_label();
+    span.set_name(fmt::format("{} {}x{}x{}{}{}", name, m, n, k, label.empty() ? "" : " ", label));
+    const int64_t elements = int64_t{m} * k + int64_t{k} * n + int64_t{m} * n;
+    span.set_work(elements * static_cast<int64_t>(sizeof(T)), 2 * int64_t{m} * n * k);
+  }
+  routine(CblasRowMajor, transpose_flag(transpose_a), transpose_flag(transpose_b), m, n, k, alpha,
+          a, lda, b, ldb, beta, c, ldc);
 }
 
 void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  profiler::Span span("blas", "");
-  set_gemm_span<float>(span, "sgemm", m, n, k);
-  loaded_library("matmul").sgemm(CblasRowMajor, transpose_flag(transpose_a),
-                                 transpose_flag(transpose_b), m, n, k, alpha, a, lda, b, ldb, beta,
-                                 c, ldc);
+  gemm(loaded_library("matmul").sgemm, "sgemm", transpose_a, transpose_b, m, n, k, alpha, a, lda, b,
+       ldb, beta, c, ldc);
 }
 
 void dgemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a,
            int lda, const double* b, int ldb, double beta, double* c, int ldc) {
-  profiler::Span span("blas", "");
-  set_gemm_span<double>(span, "dgemm", m, n, k);
-  loaded_library("matmul").dgemm(CblasRowMajor, transpose_flag(transpose_a),
-                                 transpose_flag(transpose_b), m, n, k, alpha, a, lda, b, ldb, beta,
-                                 c, ldc);
+  gemm(loaded_library("matmul").dgemm, "dgemm", transpose_a, transpose_b, m, n, k, alpha, a, lda, b,
+       ldb, beta, c, ldc);
 }
 
 void set_threads(int n) {

@@ -17,15 +17,6 @@
 
 namespace lazylua {
 
-const char* sync_cause_name(SyncCause cause) {
-  static const char* const kNames[] = {
-#define LAZYLUA_NAME_ITEM(name) #name,
-      LAZYLUA_SYNC_CAUSES(LAZYLUA_NAME_ITEM)
-#undef LAZYLUA_NAME_ITEM
-  };
-  return kNames[static_cast<int>(cause)];
-}
-
 namespace {
 
 // LAZYLUA_EAGER's value: 1/true/yes/on or 0/false/no/off (any case), empty

@@ -12,6 +12,7 @@
 
 #include "diagnostics.h"
 #include "ir.h"
+#include "x_enum.h"
 
 namespace lazylua {
 
@@ -28,17 +29,10 @@ class TensorImpl;
   X(eager_op)                  \
   X(host_read)
 
-enum class SyncCause {
-#define LAZYLUA_ENUM_ITEM(name) name,
-  LAZYLUA_SYNC_CAUSES(LAZYLUA_ENUM_ITEM)
-#undef LAZYLUA_ENUM_ITEM
-};
-constexpr int kSyncCauseCount = 0
-#define LAZYLUA_COUNT_ITEM(name) +1
-    LAZYLUA_SYNC_CAUSES(LAZYLUA_COUNT_ITEM)
-#undef LAZYLUA_COUNT_ITEM
-    ;
-const char* sync_cause_name(SyncCause cause);
+LAZYLUA_X_ENUM(SyncCause, int, LAZYLUA_SYNC_CAUSES)
+inline const char* sync_cause_name(SyncCause cause) {
+  return kSyncCauseNames[static_cast<int>(cause)];
+}
 
 // An extracted graph: the nodes a sync must compute, in a deterministic
 // post-order (inputs before users). Leaves are parameters (data, scalars,

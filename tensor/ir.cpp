@@ -85,13 +85,7 @@ void compute_hash(Node& node) {
 }  // namespace
 
 const char* op_name(Op op) {
-  static const char* const kNames[] = {
-#define LAZYLUA_NAME_ITEM(name) #name,
-      LAZYLUA_IR_OPS(LAZYLUA_NAME_ITEM)
-#undef LAZYLUA_NAME_ITEM
-  };
-  static_assert(sizeof kNames / sizeof kNames[0] == kOpCount);
-  return kNames[static_cast<int>(op)];
+  return kOpNames[static_cast<int>(op)];
 }
 
 // A script that records a million dependent ops before syncing builds a

@@ -13,6 +13,7 @@
 #include "array.h"
 #include "eager_ops.h"
 #include "object_pool.h"
+#include "x_enum.h"
 
 namespace lazylua {
 
@@ -57,16 +58,7 @@ namespace lazylua {
   X(scan_output)   /* (scan): output attrs[0] of a scan, a view at byte attrs[1] */
 // clang-format on
 
-enum class Op : uint8_t {
-#define LAZYLUA_ENUM_ITEM(name) name,
-  LAZYLUA_IR_OPS(LAZYLUA_ENUM_ITEM)
-#undef LAZYLUA_ENUM_ITEM
-};
-constexpr int kOpCount = 0
-#define LAZYLUA_COUNT_ITEM(name) +1
-    LAZYLUA_IR_OPS(LAZYLUA_COUNT_ITEM)
-#undef LAZYLUA_COUNT_ITEM
-    ;
+LAZYLUA_X_ENUM(Op, uint8_t, LAZYLUA_IR_OPS)
 
 const char* op_name(Op op);
 // The name of one operation ("add", "sum", "log_softmax"...): the sub-op's

@@ -34,15 +34,6 @@
 
 namespace lazylua {
 
-const char* reduce_op_name(ReduceOp op) {
-  static const char* const kNames[] = {
-#define LAZYLUA_REDUCE_NAME_ITEM(name) #name,
-      LAZYLUA_REDUCE_OPS(LAZYLUA_REDUCE_NAME_ITEM)
-#undef LAZYLUA_REDUCE_NAME_ITEM
-  };
-  return kNames[static_cast<int>(op)];
-}
-
 namespace {
 
 // Lines longer than this are folded in chunks of exactly this many elements

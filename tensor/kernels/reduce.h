@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../array.h"
+#include "../x_enum.h"
 
 namespace lazylua {
 
@@ -10,17 +11,10 @@ namespace lazylua {
 // New rows go at the end: the values are in graph keys.
 #define LAZYLUA_REDUCE_OPS(X) X(sum) X(prod) X(mean) X(max) X(min) X(any) X(all)
 
-enum class ReduceOp {
-#define LAZYLUA_REDUCE_ENUM_ITEM(name) name,
-  LAZYLUA_REDUCE_OPS(LAZYLUA_REDUCE_ENUM_ITEM)
-#undef LAZYLUA_REDUCE_ENUM_ITEM
-};
-constexpr int kReduceOpCount = 0
-#define LAZYLUA_REDUCE_COUNT_ITEM(name) +1
-    LAZYLUA_REDUCE_OPS(LAZYLUA_REDUCE_COUNT_ITEM)
-#undef LAZYLUA_REDUCE_COUNT_ITEM
-    ;
-const char* reduce_op_name(ReduceOp op);
+LAZYLUA_X_ENUM(ReduceOp, int, LAZYLUA_REDUCE_OPS)
+inline const char* reduce_op_name(ReduceOp op) {
+  return kReduceOpNames[static_cast<int>(op)];
+}
 
 // Reduces `in` (any strides) along 0-based `dim`, or over all elements when
 // dim == -1. `out` is contiguous with in's shape minus `dim` (or kept as
