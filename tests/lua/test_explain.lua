@@ -19,6 +19,19 @@ local function explanations_since(count_before)
   return new
 end
 
+-- The explanations made, which must be `count` with `reason`; none in
+-- eager mode (then nil: the caller stops).
+local function explained(count, reason)
+  local e = tensor.explain()
+  if EAGER then
+    assert(#e == 0, "eager mode records no graphs")
+    return nil
+  end
+  assert(#e == count, string.format("%d explanations, expected %d", #e, count))
+  for _, x in ipairs(e) do h.eq(x.reason, reason) end
+  return e
+end
+
 local function fresh()
   tensor.mark_step()
   tensor.reset_metrics()
@@ -37,11 +50,9 @@ h.test("a last short batch: an input's shape changed", function()
     w = w - x:t():matmul(x:matmul(w)) * 0.001; batch_line = line_here()
     tensor.mark_step(); step_line = line_here()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0, "eager mode records no graphs") end
-  assert(#e == 1, "one explanation (the batch of 1), got " .. #e)
+  local e = explained(1, "input_shape") -- the batch of 1
+  if not e then return end
   e = e[1]
-  h.eq(e.reason, "input_shape")
   h.eq(e.cause, "barrier")
   h.eq(line_of(e.site), step_line)
   h.eq(e.graphs_at_site, 2)
@@ -60,10 +71,8 @@ h.test("a dtype changed", function()
     local y = (x * 3):exp()
     tensor.mark_step(); step_line = line_here()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
-  assert(#e == 1, #e)
-  h.eq(e[1].reason, "dtype")
+  local e = explained(1, "dtype")
+  if not e then return end
   h.eq(line_of(e[1].site), step_line)
   assert(e[1].message:find("f64", 1, true) and e[1].message:find("f32", 1, true), e[1].message)
 end)
@@ -76,13 +85,9 @@ h.test("0 and 1 are baked constants, other numbers inputs", function()
     local y = w * scale; scale_line = line_here()
     tensor.mark_step()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
-  assert(#e == 2, "graphs for 0, 1 and 'a number': 2 explanations, got " .. #e)
-  for _, x in ipairs(e) do
-    h.eq(x.reason, "constant")
-    h.eq(line_of(x.new_line), scale_line)
-  end
+  local e = explained(2, "constant") -- graphs for 0, 1 and "a number"
+  if not e then return end
+  for _, x in ipairs(e) do h.eq(line_of(x.new_line), scale_line) end
   assert(e[1].message:find("the constant 1", 1, true), e[1].message)
   assert(e[2].message:find("a number input", 1, true), e[2].message)
 end)
@@ -100,10 +105,8 @@ h.test("a branch in Lua: a different op, with both lines", function()
     end
     tensor.mark_step()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
-  assert(#e == 1, "the second branch is new once, then both are cached: got " .. #e)
-  h.eq(e[1].reason, "different_op")
+  local e = explained(1, "different_op") -- the second branch is new once
+  if not e then return end
   h.eq(line_of(e[1].new_line), log_line)
   h.eq(line_of(e[1].cached_line), exp_line)
   assert(e[1].message:find("log", 1, true) and e[1].message:find("exp", 1, true), e[1].message)
@@ -118,10 +121,8 @@ h.test("more ops on some steps", function()
     if k == 2 then y = y:neg(); extra_line = line_here() end
     tensor.mark_step()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
-  h.eq(#e, 1)
-  h.eq(e[1].reason, "op_count")
+  local e = explained(1, "op_count")
+  if not e then return end
   h.eq(line_of(e[1].new_line), extra_line)
 end)
 
@@ -132,10 +133,8 @@ h.test("values still pending from the setup make the first step's graph differen
     w = (w * 0.5):tanh()
     tensor.mark_step()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
-  h.eq(#e, 1)
-  h.eq(e[1].reason, "op_count")
+  local e = explained(1, "op_count")
+  if not e then return end
   h.eq(line_of(e[1].cached_line), setup_line)
   assert(e[1].message:find("the cached graph also computed 1 op that this one does not", 1, true),
          e[1].message)
@@ -157,11 +156,9 @@ h.test("a tensor kept alive on some steps: other outputs", function()
     if k == 3 then kept.value = nil end
     tensor.mark_step()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
   -- k = 1: z only (y is not reachable); k = 2: y too; k = 3: z only again.
-  h.eq(#e, 1)
-  h.eq(e[1].reason, "outputs")
+  local e = explained(1, "outputs")
+  if not e then return end
   h.eq(line_of(e[1].new_line), kept_line - 2) -- the value kept: y, made two lines up
   assert(e[1].hint:find("kept alive", 1, true), e[1].hint)
 end)
@@ -174,10 +171,8 @@ h.test("a view of a computed value bakes its offset", function()
     local v = x:narrow(1, start, 3)
     tensor.sync(v + 1); view_line = line_here()
   end
-  local e = tensor.explain()
-  if EAGER then return assert(#e == 0) end
-  h.eq(#e, 1)
-  h.eq(e[1].reason, "view_offset")
+  local e = explained(1, "view_offset")
+  if not e then return end
   h.eq(e[1].cause, "explicit_sync")
   h.eq(line_of(e[1].new_line), view_line)
   assert(e[1].message:find("start 2", 1, true) and e[1].message:find("start 1", 1, true),
