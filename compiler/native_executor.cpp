@@ -455,7 +455,8 @@ class NativeExecutor final : public Executor {
       // Profiling: kernels and eager steps are spans named by their ops'
       // lines; a BLAS call made by the step names them too.
       const profiler::Label label(labels.empty() ? nullptr : &labels[i]);
-      profiler::Span span(step_category(step.kind), labels.empty() ? std::string() : labels[i]);
+      profiler::Span span(step_category(step.kind),
+                          labels.empty() ? std::string_view() : std::string_view(labels[i]));
       if (span.on()) span.set_work(step_bytes(plan, step), 0);
       if (step.kind == Step::Kind::kernel) {
         for (int slot : step.written) {

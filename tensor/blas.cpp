@@ -184,7 +184,7 @@ void require(const char* what) {
 template <typename T, typename Gemm>
 void gemm(Gemm routine, const char* name, bool transpose_a, bool transpose_b, int m, int n, int k,
           T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
-  profiler::Span span("blas", "");
+  profiler::Span span("blas");
   if (span.on()) {
     const std::string& label = profiler::current_label();
     span.set_name(fmt::format("{} {}x{}x{}{}{}", name, m, n, k, label.empty() ? "" : " ", label));

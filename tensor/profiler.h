@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lazylua::profiler {
@@ -56,12 +57,13 @@ void add(Event event);
 // Records [construction, destruction) when the profiler is on.
 class Span {
  public:
-  Span(const char* category, std::string name, std::string detail = {}) {
+  // Views, so that a span made while the profiler is off builds no string.
+  explicit Span(const char* category, std::string_view name = {}, std::string_view detail = {}) {
     if (!active()) return;
     on_ = true;
     event_.category = category;
-    event_.name = std::move(name);
-    event_.detail = std::move(detail);
+    event_.name = name;
+    event_.detail = detail;
     event_.start_ns = now_ns();
   }
   ~Span() {

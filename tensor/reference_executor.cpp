@@ -45,7 +45,7 @@ std::vector<Array> GraphWalker::run(const std::vector<Array>& placeholders) {
       } else if (node.result.defined()) {
         values_[i] = node.result;
       } else {
-        profiler::Span span("reference", "");
+        profiler::Span span("reference");
         if (span.on() && !node.is_leaf()) {
           span.set_name(fmt::format("{} {}", node.name(), location_string(node.location)));
         }
