@@ -94,10 +94,20 @@ run_training cnn cnn 32 eager
 # their code compiles, a native run compiles every graph first, an eager run
 # compiles nothing; all share one math library and one reduction order, so
 # the trained parameters (the checkpoints) are equal byte for byte.
+# What the runs print of the losses and accuracies is the same text too.
+printed_results() {
+  sed -nE 's/^(epoch [0-9]+: train loss [0-9.]+, test accuracy [0-9.]+%).*/\1/p;
+           /^test accuracy [0-9.]+% after/p' "$1"
+}
 for script in mnist cnn; do
+  printed_results "$WORK/$script-lazy/run.stdout" > "$WORK/$script-lazy.results"
   for mode in native eager; do
     check "$script: the $mode run's parameters equal the lazy run's, bit for bit" \
       cmp "$WORK/$script-lazy/fashion_$script.ckpt" "$WORK/$script-$mode/fashion_$script.ckpt"
+    printed_results "$WORK/$script-$mode/run.stdout" > "$WORK/$script-$mode.results"
+    check "$script: the $mode run prints the lazy run's losses and accuracies" \
+      cmp "$WORK/$script-lazy.results" "$WORK/$script-$mode.results"
+    check "$script: losses and accuracies were printed" test -s "$WORK/$script-$mode.results"
   done
 done
 
