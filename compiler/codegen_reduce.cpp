@@ -378,6 +378,19 @@ void KernelWriter::reduce(int instruction) {
   std::string bases, code = declarations;
   const std::string out = pointer_of(instruction, true);
   const std::string out_index = index_of(write, "w");
+  // Column reductions: the outputs in blocks of `block`, one block an
+  // iteration; `row` computes outputs [x0, x1) in the scratch `scratch`
+  // declares.
+  const auto emit_column_blocks = [&](const std::string& scratch, int64_t block,
+                                      const std::string& row) {
+    code = scratch + "for (int64_t it = begin; it < end; ++it) {\n";
+    code += walk(0, last_kept, fmt::format("it * {}", block),
+                 fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, outputs), bases,
+                 row);
+    code += "}\n";
+    finish(code, ceil_div(outputs, block),
+           std::max<int64_t>(1, kGrainElements / (block * std::max<int64_t>(n, 1))), instruction);
+  };
   if (columns && fold.ordered() && n > 0) {
     // The float order with whole rows at a time (as the eager kernel):
     // row k of a block goes into lane row k % lanes, the lane rows merge
@@ -435,15 +448,9 @@ void KernelWriter::reduce(int instruction) {
     row += rows("lv", fmt::format("(level + (d + 1) * {})", block)) + "}\n";
     row += fmt::format("for (int64_t x = x0; x < x1; ++x) {}[{}] = {};\n", out, out_index,
                        fold.finish("level[x - x0]"));
-    code = fmt::format("{0} lanes[{1}];\n{0} level[{2}];\n", element_type, lanes * block,
-                       levels * block);
-    code += "for (int64_t it = begin; it < end; ++it) {\n";
-    code += walk(0, last_kept, fmt::format("it * {}", block),
-                 fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, outputs), bases,
-                 row);
-    code += "}\n";
-    finish(code, ceil_div(outputs, block),
-           std::max<int64_t>(1, kGrainElements / (block * std::max<int64_t>(n, 1))), instruction);
+    emit_column_blocks(fmt::format("{0} lanes[{1}];\n{0} level[{2}];\n", element_type,
+                                   lanes * block, levels * block),
+                       block, row);
     return;
   }
   if (columns) {
@@ -460,14 +467,7 @@ void KernelWriter::reduce(int instruction) {
     row += fmt::format("for (int64_t x = x0; x < x1; ++x) {}[{}] = {};\n", out, out_index,
                        fold.finish("acc[x - x0]"));
     // One block of outputs per iteration: a run of the walk fits `acc`.
-    code = fmt::format("{} acc[{}];\n", acc_type, block);
-    code += "for (int64_t it = begin; it < end; ++it) {\n";
-    code += walk(0, last_kept, fmt::format("it * {}", block),
-                 fmt::format("(it + 1) * {0} < {1} ? (it + 1) * {0} : {1}", block, outputs), bases,
-                 row);
-    code += "}\n";
-    finish(code, ceil_div(outputs, block),
-           std::max<int64_t>(1, kGrainElements / (block * std::max<int64_t>(n, 1))), instruction);
+    emit_column_blocks(fmt::format("{} acc[{}];\n", acc_type, block), block, row);
     return;
   }
 
