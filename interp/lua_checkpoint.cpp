@@ -177,6 +177,52 @@ struct Encoder {
     open_tables.pop_back();
   }
 
+  // A module (or an optimizer, a schedule) is an object whose class has a
+  // state_dict method: saved as a table it would load back as plain data
+  // without its methods. The class chain is walked with raw accesses only
+  // (no metamethod runs, so nothing can raise through this C++ frame).
+  void refuse_object_with_state_dict(int index) {
+    index = lua_absindex(L, index);
+    if (!lua_checkstack(L, 8)) fail("tensor.save: Lua stack overflow");
+    const int top = lua_gettop(L);
+    lua_pushvalue(L, index);
+    bool has_state_dict = false;
+    int depth = 0;
+    std::string class_name;
+    for (; depth < 16 && lua_type(L, -1) == LUA_TTABLE; depth++) {
+      lua_pushliteral(L, "state_dict");
+      lua_rawget(L, -2);
+      has_state_dict = lua_type(L, -1) == LUA_TFUNCTION;
+      lua_pop(L, 1);
+      if (has_state_dict || !lua_getmetatable(L, -1)) break;
+      if (class_name.empty()) {
+        lua_pushliteral(L, "__name");
+        lua_rawget(L, -2);
+        if (lua_type(L, -1) == LUA_TSTRING) class_name = lua_tostring(L, -1);
+        lua_pop(L, 1);
+      }
+      lua_pushliteral(L, "__index");
+      lua_rawget(L, -2);
+      // An __index function (a class that computes some fields) stands
+      // for no table: the class is then the metatable itself.
+      if (lua_type(L, -1) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+      }
+      lua_remove(L, -2);  // the metatable
+      lua_remove(L, -2);  // the table it belongs to
+    }
+    lua_settop(L, top);
+    // A table holding a state_dict function itself is plain data, whose
+    // function encode_value refuses anyway; an object gets it from a class.
+    if (!has_state_dict || depth == 0) return;
+    fail(
+        "tensor.save: {} is an object{}, which would load back as a plain table without its "
+        "methods; save its state instead: tensor.save(path, {{model = model:state_dict()}}) "
+        "(opt:state_dict() for an optimizer), and load it with load_state_dict",
+        path.text(), class_name.empty() ? "" : " of class " + class_name);
+  }
+
   void encode_value(int index, proto::Value* out) {
     switch (lua_type(L, index)) {
       case LUA_TNUMBER:
@@ -196,6 +242,7 @@ struct Encoder {
         out->set_boolean(lua_toboolean(L, index));
         return;
       case LUA_TTABLE:
+        refuse_object_with_state_dict(index);
         encode_table(index, out->mutable_table());
         return;
       case LUA_TUSERDATA:
@@ -315,6 +362,7 @@ int save(lua_State* L) {
   const std::string path = lua_tostring(L, 1);
 
   Encoder encoder{L, {}, {}, {}};
+  encoder.refuse_object_with_state_dict(2);
   proto::Table table;
   encoder.encode_table(2, &table);
   encoder.copy_tensor_data();

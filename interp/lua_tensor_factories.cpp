@@ -94,6 +94,41 @@ int manual_seed(lua_State* L) {
   return 0;
 }
 
+// tensor.get_rng_state(): {seed = s, position = p}, two integers (the
+// unsigned values' bit patterns), a plain table that tensor.save keeps.
+int get_rng_state(lua_State* L) {
+  const GeneratorState state = generator_state();
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, static_cast<lua_Integer>(state.seed));
+  lua_setfield(L, -2, "seed");
+  lua_pushinteger(L, static_cast<lua_Integer>(state.position));
+  lua_setfield(L, -2, "position");
+  return 1;
+}
+
+// tensor.set_rng_state(state): the generator continues from a state that
+// get_rng_state returned; every later draw repeats.
+int set_rng_state(lua_State* L) {
+  constexpr const char* expected =
+      "set_rng_state: expected a table from tensor.get_rng_state() ({seed = integer, position = "
+      "integer})";
+  if (lua_type(L, 1) != LUA_TTABLE) fail("{}, got a {}", expected, luaL_typename(L, 1));
+  uint64_t fields[2] = {0, 0};
+  const char* names[2] = {"seed", "position"};
+  for (int i = 0; i < 2; i++) {
+    lua_pushstring(L, names[i]);
+    lua_rawget(L, 1);
+    const bool integer = lua_isinteger(L, -1);
+    const lua_Integer value = integer ? lua_tointeger(L, -1) : 0;
+    const char* type = luaL_typename(L, -1);
+    lua_pop(L, 1);
+    if (!integer) fail("{}; its {} is a {}", expected, names[i], type);
+    fields[i] = static_cast<uint64_t>(value);
+  }
+  set_generator_state({fields[0], fields[1]});
+  return 0;
+}
+
 int arange(lua_State* L) {
   int top = lua_gettop(L);
   std::optional<DType> dtype;
@@ -302,6 +337,8 @@ void register_factories(lua_State* L) {
       {"randint", guarded<randint>},
       {"randperm", guarded<randperm>},
       {"manual_seed", guarded<manual_seed>},
+      {"get_rng_state", guarded<get_rng_state>},
+      {"set_rng_state", guarded<set_rng_state>},
       {"arange", guarded<arange>},
       {"linspace", guarded<linspace>},
       {"eye", guarded<eye>},

@@ -164,6 +164,19 @@ uint64_t initial_seed() {
   return g.seed;
 }
 
+GeneratorState generator_state() {
+  Generator& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return {g.seed, g.position};
+}
+
+void set_generator_state(GeneratorState state) {
+  Generator& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.seed = state.seed;
+  g.position = state.position;
+}
+
 void uniform_kernel(const Array& dst, double low, double high) {
   LAZYLUA_ASSERT(dst.is_contiguous());
   if (dst.dtype == DType::f32) {

@@ -12,6 +12,16 @@ namespace lazylua {
 void manual_seed(uint64_t seed);
 uint64_t initial_seed();
 
+// Where the generator stands: its seed and the next unused Philox block.
+// Restoring it (tensor.set_rng_state) makes the following draws repeat
+// exactly, which a resumed training run needs.
+struct GeneratorState {
+  uint64_t seed;
+  uint64_t position;
+};
+GeneratorState generator_state();
+void set_generator_state(GeneratorState state);
+
 // Contiguous f32/f64 dst filled with uniform [low, high) values.
 void uniform_kernel(const Array& dst, double low, double high);
 // Contiguous f32/f64 dst filled with normal(mean, std) values.
