@@ -27,18 +27,24 @@ local function parse_options(spec)
     out = ".",
     seed = 1,
     limit = 0,
+    steps = 0,        -- stop after this many training steps in all (0: run every epoch)
+    save_state = "",  -- write the training state here after each epoch and at a --steps stop
+    resume = "",      -- continue the run whose state is in this file
   }
+  local given = {}  -- the options on the command line
   local script = spec.name .. ".lua"
   local function usage(message)
     local choices = #spec.optimizers > 1 and (" [--optimizer " .. table.concat(spec.optimizers, "|") .. "]") or ""
     io.stderr:write(script, ": ", message, "\n", "usage: lazylua scripts/", script,
-      " [DATA_DIR] [--epochs N] [--batch N] [--lr X]", choices, " [--out DIR] [--seed N] [--limit N]\n")
+      " [DATA_DIR] [--epochs N] [--batch N] [--lr X]", choices, " [--out DIR] [--seed N] [--limit N]",
+      " [--steps N] [--save-state FILE] [--resume FILE]\n")
     os.exit(2)
   end
   local i = 1
   while i <= #arg do
     local a = arg[i]
-    local key = a:match("^%-%-(%w+)$")
+    local key = a:match("^%-%-(%w[%w%-]*)$")
+    key = key and key:gsub("%-", "_")
     if key then
       if settings[key] == nil or key == "data" or (key == "optimizer" and #spec.optimizers < 2) then
         usage("unknown option " .. a)
@@ -49,6 +55,7 @@ local function parse_options(spec)
         if key ~= "lr" then value = math.tointeger(value) or usage(a .. " must be an integer") end
       end
       settings[key] = value
+      given[key] = true
       i = i + 2
     elseif a:match("^%-") then
       usage("unknown option " .. a)
@@ -60,10 +67,37 @@ local function parse_options(spec)
   local known = false
   for _, choice in ipairs(spec.optimizers) do known = known or settings.optimizer == choice end
   if not known then usage("--optimizer must be " .. table.concat(spec.optimizers, " or ")) end
-  if settings.epochs < 1 or settings.batch < 1 or settings.limit < 0 or settings.lr <= 0 then
-    usage("--epochs and --batch must be positive, --lr positive, --limit 0 or more")
+  if settings.epochs < 1 or settings.batch < 1 or settings.limit < 0 or settings.lr <= 0 or settings.steps < 0 then
+    usage("--epochs and --batch must be positive, --lr positive, --limit and --steps 0 or more")
   end
-  return settings
+  return settings, given
+end
+
+-- The settings that make a run what it is: a resumed run takes them from
+-- its state file (and refuses a command line that asks for others).
+local RUN_SETTINGS = {"epochs", "batch", "lr", "optimizer", "seed", "limit"}
+
+-- Reads a --resume file, checks it, and applies its run settings.
+local function read_state(spec, settings, given)
+  local script = spec.name .. ".lua"
+  local function refuse(message)
+    io.stderr:write(script, ": --resume ", settings.resume, ": ", message, "\n")
+    os.exit(1)
+  end
+  local ok, state = pcall(tensor.load, settings.resume)
+  if not ok then refuse((tostring(state):gsub("^[^\n]-:%d+: ", ""))) end
+  if type(state.script) ~= "string" or type(state.settings) ~= "table" or type(state.position) ~= "table" then
+    refuse("not a training state (write one with --save-state)")
+  end
+  if state.script ~= spec.name then refuse("the state of a " .. state.script .. ".lua run, not of " .. script) end
+  for _, key in ipairs(RUN_SETTINGS) do
+    local saved = state.settings[key]
+    if given[key] and settings[key] ~= saved then
+      refuse(string.format("--%s %s differs from the resumed run's %s", key, tostring(settings[key]), tostring(saved)))
+    end
+    settings[key] = saved
+  end
+  return state
 end
 
 -- Images as f32 of spec.image_shape, standardized with the training set's
@@ -131,7 +165,8 @@ local function load_data(spec, settings)
 end
 
 function M.run(spec)
-  local settings = parse_options(spec)
+  local settings, given = parse_options(spec)
+  local resumed = settings.resume ~= "" and read_state(spec, settings, given) or nil
   local train_x, train_y, test_x, test_y = load_data(spec, settings)
 
   tensor.manual_seed(settings.seed)
@@ -176,29 +211,94 @@ function M.run(spec)
   local every = math.max(1, math.min(50, #loader // 4))
   local losses, epoch_losses, accuracies = {}, {}, {}
   local steps, train_seconds = 0, 0
-  for epoch = 1, settings.epochs do
+  local first_epoch, skip, sum, count = 1, 0, 0, 0
+
+  -- The whole training state: parameters, optimizer (moments, step
+  -- counts, lr), schedule, the random generator, where the loader is (the
+  -- seeded order of epoch e depends on the seed and e only) and the history
+  -- the report and the loss curve are made of.
+  local function save_state(epoch, batch)
+    tensor.save(settings.save_state, {
+      script = spec.name,
+      settings = (function()
+        local run = {}
+        for _, key in ipairs(RUN_SETTINGS) do run[key] = settings[key] end
+        return run
+      end)(),
+      model = model:state_dict(), optimizer = opt:state_dict(), schedule = schedule:state_dict(),
+      rng = tensor.get_rng_state(),
+      position = {epoch = epoch, batch = batch},
+      history = {steps = steps, train_seconds = train_seconds, losses = losses, epoch_losses = epoch_losses,
+        accuracies = accuracies, sum = sum, count = count},
+    })
+  end
+
+  if resumed then
+    model:load_state_dict(resumed.model)
+    opt:load_state_dict(resumed.optimizer)
+    schedule:load_state_dict(resumed.schedule)
+    tensor.set_rng_state(resumed.rng)
+    local history = resumed.history
+    steps, train_seconds = history.steps, history.train_seconds
+    losses, epoch_losses, accuracies = history.losses, history.epoch_losses, history.accuracies
+    local epoch, batch = resumed.position.epoch, resumed.position.batch
+    if batch >= #loader then  -- a finished epoch (its schedule step and evaluation done)
+      first_epoch = epoch + 1
+    else  -- within an epoch: its order again, past the batches already trained on
+      first_epoch, skip, sum, count = epoch, batch, history.sum, history.count
+    end
+    loader.epoch = first_epoch - 1
+    print(string.format("resumed from %s: epoch %d, batch %d, %d steps done", settings.resume, first_epoch,
+      skip, steps))
+  end
+
+  local stopped = false
+  for epoch = first_epoch, settings.epochs do
     local epoch_start = wall()
-    local sum, count = 0, 0
+    if epoch > first_epoch then sum, count, skip = 0, 0, 0 end
+    local batch = 0
     for x, y in loader:iter() do
-      opt:zero_grad()
-      local loss = criterion(model(x), y)
-      loss:backward()
-      opt:step()  -- ends with tensor.mark_step(): the step's graph runs here
-      steps = steps + 1
-      if steps % every == 0 then
-        local value = loss:item()
-        losses[#losses + 1] = value
-        sum, count = sum + value, count + 1
-        loader:set_postfix{loss = string.format("%.4f", value)}
+      batch = batch + 1
+      if batch > skip then
+        opt:zero_grad()
+        local loss = criterion(model(x), y)
+        loss:backward()
+        opt:step()  -- ends with tensor.mark_step(): the step's graph runs here
+        steps = steps + 1
+        if steps % every == 0 then
+          local value = loss:item()
+          losses[#losses + 1] = value
+          sum, count = sum + value, count + 1
+          loader:set_postfix{loss = string.format("%.4f", value)}
+        end
+        -- --steps stops within an epoch; at its end the epoch finishes first
+        if settings.steps > 0 and steps >= settings.steps and batch < #loader then
+          stopped = true
+          break
+        end
       end
     end
     train_seconds = train_seconds + (wall() - epoch_start)
+    if stopped then
+      if settings.save_state ~= "" then save_state(epoch, batch) end
+      break
+    end
     schedule:step()
     local accuracy = evaluate()
     accuracies[#accuracies + 1] = accuracy
     epoch_losses[#epoch_losses + 1] = count > 0 and sum / count or 0 / 0
     print(string.format("epoch %d: train loss %.4f, test accuracy %.2f%%, %.0f steps/s", epoch,
       epoch_losses[#epoch_losses], 100 * accuracy, steps / train_seconds))
+    if settings.save_state ~= "" then save_state(epoch, #loader) end
+    if settings.steps > 0 and steps >= settings.steps and epoch < settings.epochs then
+      stopped = true
+      break
+    end
+  end
+  if stopped then
+    print(string.format("stopped after %d steps (--steps)%s", steps,
+      settings.save_state ~= "" and ("; the training state is in " .. settings.save_state) or ""))
+    return
   end
 
   local m = tensor.metrics()
