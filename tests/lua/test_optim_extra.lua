@@ -412,6 +412,13 @@ h.test("option errors", function()
   h.err(function() optim.ReduceLROnPlateau(optim.SGD({p}), {verbose = true}) end, "unknown option 'verbose'")
   h.err(function() optim.ReduceLROnPlateau(optim.SGD({p})):step() end, "expected the metric (a number), got a nil")
   h.err(function() optim.ReduceLROnPlateau(optim.SGD({p})):step(tensor.zeros(2)) end, "a tensor of 2 elements")
+  -- each names the line that made the mistake
+  local line = debug.getinfo(1, "l").currentline
+  h.err(function() optim.SGD({p}, {lr = "0.1"}) end, "test_optim_extra.lua:" .. (line + 1) .. ":")
+  h.err(function() optim.StepLR(optim.SGD({p}), 1.5) end, "test_optim_extra.lua:" .. (line + 2) .. ":")
+  h.err(function() optim.SGD({p}):load_state_dict({}) end, "test_optim_extra.lua:" .. (line + 3) .. ":")
+  h.err(function() optim.LinearLR(optim.SGD({p}), {total_iters = 0}) end, "test_optim_extra.lua:" .. (line + 4) .. ":")
+  h.err(function() optim.clip_grad_norm_({p}, 1, -2) end, "test_optim_extra.lua:" .. (line + 5) .. ":")
 end)
 
 h.test("tensor.save refuses a module or an optimizer and says to save its state_dict", function()
