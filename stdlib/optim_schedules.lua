@@ -49,6 +49,12 @@ return function(optim)
         fail("%s must be a %s, got %s", key, type(self[key]), describe(value))
       end
     end
+    local choices = {mode = {min = true, max = true}, threshold_mode = {rel = true, abs = true}}
+    for key, allowed in pairs(choices) do
+      if saved[key] ~= nil and not allowed[saved[key]] then
+        fail("%s must be one of this schedule's choices, got %s", key, describe(saved[key]))
+      end
+    end
     self.epoch = saved.epoch
     for _, key in ipairs(fields) do self[key] = saved[key] end
     self.optimizer.lr = saved.lr

@@ -395,6 +395,15 @@ h.test("state_dict mismatches are clear errors", function()
   bad.step_size = 1.5
   h.err(function() step:load_state_dict(bad) end, "step_size must be an integer >= 0, got 1.5")
   h.err(function() step:load_state_dict(nil) end, "expected a table from sched:state_dict(), got a nil")
+  local plateau = optim.ReduceLROnPlateau(opt)
+  local plateau_state = plateau:state_dict()
+  plateau_state.mode = "up"
+  h.err(function() plateau:load_state_dict(plateau_state) end, 'mode must be one of this schedule\'s choices, got the string "up"')
+  plateau_state.mode, plateau_state.best = "min", "low"
+  h.err(function() plateau:load_state_dict(plateau_state) end, 'best must be a number, got the string "low"')
+  plateau_state.best, plateau_state.cooldown_counter = 1.5, -1
+  h.err(function() plateau:load_state_dict(plateau_state) end, "cooldown_counter must be an integer >= 0, got -1")
+  assert(plateau.mode == "min" and plateau.best == math.huge)
 end)
 
 h.test("option errors", function()
