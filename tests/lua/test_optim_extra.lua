@@ -257,14 +257,15 @@ local checkpoint_path = dir .. "/state.ckpt"
 
 local function make_run(make_opt, make_schedule)
   tensor.manual_seed(3)
-  local model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+  local model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Dropout(0.3), nn.Linear(5, 2))
   local opt = make_opt(model:parameters())
   return model, opt, make_schedule and make_schedule(opt)
 end
 
 local function train(model, opt, sched, first, last)
-  for step = first, last do
-    tensor.manual_seed(100 + step)
+  -- the batches and the dropout masks come from the generator's stream:
+  -- a resumed run needs its state too
+  for _ = first, last do
     local x, target = tensor.randn(8, 3), tensor.randn(8, 2)
     opt:zero_grad()
     local loss = ((model(x) - target) ^ 2):mean()
@@ -315,12 +316,13 @@ h.test("a run resumed from opt:state_dict() and sched:state_dict() equals one th
     local saved = tensor.load(checkpoint_path)
     -- a fresh run with other initial values, then the checkpoint
     tensor.manual_seed(999)
-    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+    model = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Dropout(0.3), nn.Linear(5, 2))
     opt = make_opt(model:parameters())
     sched = make_schedule(opt)
     model:load_state_dict(saved.model)
     opt:load_state_dict(saved.optimizer)
     sched:load_state_dict(saved.schedule)
+    tensor.set_rng_state(saved.rng)
     assert(opt.step_count == 4, name .. " step_count " .. opt.step_count)
     train(model, opt, sched, 5, 7)
     assert(parameter_bits(model) == straight, name .. ": the resumed run's parameters differ")
