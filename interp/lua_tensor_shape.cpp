@@ -1,8 +1,10 @@
 // lua_tensor_shape.cpp - the functions of tensor/shape_ops.h as methods and
 // functions of the tensor module: chunk, split, unbind, tril, triu, diag,
-// diagonal, trace, outer, dot, mv, bmm, addmm, baddbmm, addmv, einsum,
+// diagonal, trace, outer, mv, bmm, addmm, baddbmm, addmv, einsum,
 // roll, repeat, tile, pad, meshgrid and cross. Dims are Lua's (1-based,
-// negative from the end); lists of tensors come back as Lua tables.
+// negative from the end); lists of tensors come back as Lua tables. There
+// is no `dot`: tensor.dot is the Graphviz view of a graph (lua_tensor_lazy.cpp),
+// and matmul of two vectors is their dot product.
 #include <string>
 #include <vector>
 
@@ -129,9 +131,6 @@ int two_tensors(lua_State* L, const char* name) {
 
 int outer(lua_State* L) {
   return two_tensors<shape_ops::outer>(L, "outer");
-}
-int dot(lua_State* L) {
-  return two_tensors<shape_ops::dot>(L, "dot");
 }
 int mv(lua_State* L) {
   return two_tensors<shape_ops::mv>(L, "mv");
@@ -328,7 +327,6 @@ void register_shape_methods(lua_State* L) {
       {"diagonal", guarded<diagonal>},
       {"trace", guarded<trace>},
       {"outer", guarded<outer>},
-      {"dot", guarded<dot>},
       {"mv", guarded<mv>},
       {"bmm", guarded<bmm>},
       {"addmm", guarded<addmm>},

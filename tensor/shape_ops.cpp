@@ -110,8 +110,9 @@ std::vector<Tensor> split(const Tensor& a, int64_t size, int dim) {
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int dim) {
   if (chunks <= 0) fail("chunk: the number of chunks must be > 0, got {}", chunks);
   const int64_t extent = a->shape[dim];
-  const int64_t size = std::max<int64_t>((extent + chunks - 1) / chunks, 1);
-  return split(a, size, dim);
+  // An empty dim gives `chunks` empty parts, as in PyTorch.
+  if (extent == 0) return split_sizes(a, std::vector<int64_t>(static_cast<size_t>(chunks), 0), dim);
+  return split(a, (extent + chunks - 1) / chunks, dim);
 }
 
 std::vector<Tensor> unbind(const Tensor& a, int dim) {
@@ -188,15 +189,6 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   check_rank(a, 1, "outer", "the first argument");
   check_rank(b, 1, "outer", "the second argument");
   return autograd::binary(BinaryOp::mul, autograd::unsqueeze(a, 1), autograd::unsqueeze(b, 0));
-}
-
-Tensor dot(const Tensor& a, const Tensor& b) {
-  check_rank(a, 1, "dot", "the first argument");
-  check_rank(b, 1, "dot", "the second argument");
-  if (a->shape[0] != b->shape[0]) {
-    fail("dot: the vectors have different lengths ({} and {})", a->shape[0], b->shape[0]);
-  }
-  return autograd::matmul(a, b);
 }
 
 Tensor mv(const Tensor& m, const Tensor& v) {
@@ -329,28 +321,36 @@ const char* pad_mode_name(PadMode mode) {
   return "?";
 }
 
-// Constant padding of one dim: crop the negative sides (narrow), add blocks
-// of the value on the positive ones (cat).
-Tensor pad_constant(const Tensor& a, int dim, int64_t left, int64_t right, Scalar value) {
+// Crops the negative sides of one dim (a narrow), as F.pad does before it
+// pads the positive ones.
+Tensor crop(const Tensor& a, int dim, int64_t left, int64_t right) {
   const int64_t n = a->shape[dim];
   const int64_t start = left < 0 ? -left : 0;
   const int64_t kept = n - start - (right < 0 ? -right : 0);
-  Tensor out = (start > 0 || kept < n) ? autograd::narrow(a, dim, start, kept) : a;
+  return (start > 0 || kept < n) ? autograd::narrow(a, dim, start, kept) : a;
+}
+
+// Constant padding of one dim: blocks of the value on the positive sides
+// (cat).
+Tensor pad_constant(const Tensor& a, int dim, int64_t left, int64_t right, Scalar value) {
   std::vector<Tensor> parts;
   auto block = [&](int64_t count) {
-    Shape shape = out->shape;
+    Shape shape = a->shape;
     shape[dim] = count;
-    return filled_like(out, shape, value);
+    return filled_like(a, shape, value);
   };
   if (left > 0) parts.push_back(block(left));
-  parts.push_back(out);
+  parts.push_back(a);
   if (right > 0) parts.push_back(block(right));
-  return parts.size() == 1 ? out : autograd::cat(parts, dim);
+  return parts.size() == 1 ? a : autograd::cat(parts, dim);
 }
 
 // The other modes pick, for each output position j in [-left, n + right),
 // the input element the mode maps it to: one index_select per dim.
 Tensor pad_indexed(const Tensor& a, int dim, int64_t left, int64_t right, PadMode mode) {
+  left = std::max<int64_t>(left, 0);
+  right = std::max<int64_t>(right, 0);
+  if (left == 0 && right == 0) return a;
   const int64_t n = a->shape[dim];
   const char* name = pad_mode_name(mode);
   if (n == 0) fail("pad: {} padding of an empty dim ({})", name, dim + 1);
@@ -395,6 +395,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, PadMode mode, Scal
       fail("pad: pads {} and {} leave a negative size on dim {} of size {}", left, right, dim + 1,
            out->shape[dim]);
     }
+    out = crop(out, dim, left, right);
     out = mode == PadMode::constant ? pad_constant(out, dim, left, right, value)
                                     : pad_indexed(out, dim, left, right, mode);
   }

@@ -1,6 +1,6 @@
 // shape_ops.h - tensor functions composed from the IR's ops: splitting
 // (chunk, split, unbind), triangles and diagonals (tril, triu, diag,
-// diagonal, trace), products (outer, dot, mv, bmm, addmm, baddbmm, addmv,
+// diagonal, trace), products (outer, mv, bmm, addmm, baddbmm, addmv,
 // einsum) and rearrangements (roll, repeat, tile, pad, meshgrid, cross).
 //
 // None of them is an IR op of its own: each is written with the
@@ -45,7 +45,6 @@ Tensor diag(const Tensor& a, int64_t k);
 Tensor trace(const Tensor& a);
 
 Tensor outer(const Tensor& a, const Tensor& b);
-Tensor dot(const Tensor& a, const Tensor& b);
 Tensor mv(const Tensor& m, const Tensor& v);
 // Batched matrix product of two 3-D tensors with the same batch extent.
 Tensor bmm(const Tensor& a, const Tensor& b);
