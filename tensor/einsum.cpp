@@ -100,7 +100,7 @@ Tensor arranged(const Labeled& x, const std::vector<int>& order) {
     permutation.push_back(position_of(x.labels, order[i]));
     identity = identity && permutation.back() == static_cast<int>(i);
   }
-  return identity ? x.value : autograd::permute(x.value, permutation);
+  return identity ? x.value : permuted(x.value, permutation);
 }
 
 int64_t product_of(const std::vector<int>& labels, const std::array<int64_t, 128>& sizes) {
@@ -136,15 +136,13 @@ Labeled multiply(const Labeled& a, const Labeled& b, const std::vector<int>& nee
   const Shape right_shape{batch_size, inner, product_of(cols, sizes)};
   const DType type = promote(a.value->dtype, b.value->dtype);
   auto as_type = [type](const Tensor& t) { return t->dtype == type ? t : autograd::cast(t, type); };
-  const Tensor left =
-      autograd::reshape(as_type(arranged(a, concat(batch, rows, contracted))), left_shape);
-  const Tensor right =
-      autograd::reshape(as_type(arranged(b, concat(batch, contracted, cols))), right_shape);
+  const Tensor left = reshaped(as_type(arranged(a, concat(batch, rows, contracted))), left_shape);
+  const Tensor right = reshaped(as_type(arranged(b, concat(batch, contracted, cols))), right_shape);
   Labeled out;
   out.labels = concat(batch, rows, cols);
   Shape out_shape;
   for (int label : out.labels) out_shape.push_back(sizes[label]);
-  out.value = autograd::reshape(autograd::matmul(left, right), out_shape);
+  out.value = reshaped(autograd::matmul(left, right), out_shape);
   return out;
 }
 

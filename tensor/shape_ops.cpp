@@ -75,6 +75,17 @@ Tensor add_scaled(const Tensor& c, const Tensor& product, Scalar beta, const cha
 
 }  // namespace
 
+Tensor reshaped(const Tensor& a, const Shape& shape) {
+  return a->shape == shape ? a : autograd::reshape(a, shape);
+}
+
+Tensor permuted(const Tensor& a, const std::vector<int>& order) {
+  for (size_t d = 0; d < order.size(); d++) {
+    if (order[d] != static_cast<int>(d)) return autograd::permute(a, order);
+  }
+  return a;
+}
+
 // ---- Splitting ----
 
 std::vector<Tensor> split_sizes(const Tensor& a, const std::vector<int64_t>& sizes, int dim) {
@@ -153,7 +164,7 @@ Tensor diagonal(const Tensor& a, int64_t offset, int d1, int d2) {
   merged.push_back(rows * cols);
   std::vector<int64_t> positions;
   for (int64_t i = 0; i < length; i++) positions.push_back((first_row + i) * cols + first_col + i);
-  const Tensor flat = autograd::reshape(autograd::permute(a, order), merged);
+  const Tensor flat = reshaped(permuted(a, order), merged);
   return autograd::index_select(flat, rank - 2, positions_tensor(a, positions));
 }
 
@@ -242,8 +253,8 @@ Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vect
     if (shifts.size() != 1) {
       fail("roll: without dims, shifts must be one number, got {}", shifts.size());
     }
-    const Tensor flat = autograd::reshape(a, Shape{numel(a->shape)});
-    return autograd::reshape(roll(flat, shifts, {0}), a->shape);
+    const Tensor flat = reshaped(a, Shape{numel(a->shape)});
+    return reshaped(roll(flat, shifts, {0}), a->shape);
   }
   if (shifts.size() != dims.size()) {
     fail("roll: {} shifts for {} dims (they must pair up)", shifts.size(), dims.size());
@@ -283,7 +294,7 @@ Tensor repeat(const Tensor& a, const std::vector<int64_t>& sizes) {
   for (int64_t extent : a->shape) shape.push_back(extent);
   for (size_t i = 0; i < sizes.size(); i++) target.push_back(shape[i] * sizes[i]);
   checked_numel(target, "repeat");
-  Tensor out = autograd::reshape(a, shape);
+  Tensor out = reshaped(a, shape);
   for (int d = 0; d < shape.rank(); d++) {
     const int64_t count = sizes[d];
     if (count == 1) continue;
@@ -425,7 +436,7 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& inputs, bool xy_indexing
     if (swap && i < 2) position = 1 - i;
     Shape shape = Shape::filled(grid.rank(), 1);
     shape[static_cast<int>(position)] = grid[static_cast<int>(position)];
-    out.push_back(autograd::expand(autograd::reshape(inputs[i], shape), grid));
+    out.push_back(autograd::expand(reshaped(inputs[i], shape), grid));
   }
   return out;
 }

@@ -22,6 +22,12 @@
 
 namespace lazylua::shape_ops {
 
+// a reshaped to `shape`, or a itself when it has that shape already (no
+// node recorded).
+Tensor reshaped(const Tensor& a, const Shape& shape);
+// a permuted by `order`, or a itself for the identity order.
+Tensor permuted(const Tensor& a, const std::vector<int>& order);
+
 // `chunks` views along `dim` of ceil(n / chunks) elements (the last may be
 // smaller; fewer than `chunks` when n is small), as torch.chunk.
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int dim);

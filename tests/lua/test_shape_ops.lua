@@ -282,6 +282,9 @@ group("einsum: explicit equations against loops", function()
     {"ij,jk,kl->il", A, B, h.rand_list(10, {2, 3}, -1, 1)},
     {"bij,bij->b", X, X},
     {"iij->ij", h.rand_list(11, {2, 2, 3}, -1, 1)},
+    {"ab,cd,bd->ac", A, h.rand_list(12, {2, 5}, -1, 1), h.rand_list(13, {4, 5}, -1, 1)},
+    {"i,i,i->i", u, v, u},
+    {"bij,bkj->bki", X, h.rand_list(14, {2, 5, 4}, -1, 1)},
   }
   for _, case in ipairs(cases) do
     local tensors = {}
@@ -312,6 +315,8 @@ group("einsum: implicit output, ellipsis, broadcasting (PyTorch 1.13 values)", f
   expect(tensor.einsum("i...->...", x), "f64", {{6, 8, 10}, {12, 14, 16}})
   -- a dim of size 1 broadcasts: torch.einsum('ij,ij->ij', ones(1, 3), a)
   expect(tensor.einsum("ij,ij->ij", tensor.ones(1, 3):double(), a), "f64", {{0, 1, 2}, {3, 4, 5}})
+  -- 0-dim operands: ',->' multiplies two scalars
+  expect(tensor.einsum(",->", tensor.new(3.0), tensor.new(4.0)), "f32", 12)
   -- integers stay integers
   expect(tensor.einsum("i,i->", tensor.new({1, 2, 3}), tensor.new({4, 5, 6})), "i64", 32)
 end)
