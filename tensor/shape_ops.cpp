@@ -36,23 +36,36 @@ Tensor scaled(const Tensor& a, Scalar s) {
   return is_one(s) ? a : autograd::binary(BinaryOp::mul, a, s);
 }
 
-// The triangle of the last two dims kept by a mask computed here: element
-// (i, j) is kept when j - i <= k (lower) or >= k (upper).
+// j - i for every element (i, j) of a rows x cols matrix (i64): the
+// broadcast difference of two small position vectors, computed in the
+// graph (and fused into whatever reads it) instead of a rows x cols mask
+// of data.
+Tensor diagonal_offsets(const Tensor& like, int64_t rows, int64_t cols) {
+  auto positions = [&](int64_t n, const Shape& shape) {
+    const Array data = ops::arange(Scalar::from_integer(0), Scalar::from_integer(n),
+                                   Scalar::from_integer(1), DType::i64);
+    return lazylua::reshape(make_tensor(like->context.get(), data), shape);
+  };
+  return lazylua::binary(BinaryOp::sub, positions(cols, Shape{1, cols}),
+                         positions(rows, Shape{rows, 1}));
+}
+
+Tensor zero_like(const Tensor& a) {
+  return scalar_tensor(a->context.get(), Scalar::from_integer(0), a->dtype);
+}
+
+// The triangle of the last two dims: element (i, j) is kept when j - i <= k
+// (lower) or >= k (upper), else 0.
 Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* function) {
   const int rank = a->shape.rank();
   if (rank < 2) {
     fail("{}: expects a tensor with at least 2 dimensions, got shape {}", function,
          shape_string(a->shape));
   }
-  const int64_t rows = a->shape[rank - 2], cols = a->shape[rank - 1];
-  Array mask = Array::empty(Shape{rows, cols}, DType::boolean, function);
-  bool* out = mask.data<bool>();
-  for (int64_t i = 0; i < rows; i++) {
-    for (int64_t j = 0; j < cols; j++) out[i * cols + j] = lower ? j - i <= k : j - i >= k;
-  }
-  const Tensor keep = make_tensor(a->context.get(), std::move(mask));
-  return autograd::where(keep, a,
-                         scalar_tensor(a->context.get(), Scalar::from_integer(0), a->dtype));
+  const Tensor offsets = diagonal_offsets(a, a->shape[rank - 2], a->shape[rank - 1]);
+  const Tensor keep =
+      lazylua::binary(lower ? BinaryOp::le : BinaryOp::ge, offsets, Scalar::from_integer(k));
+  return autograd::where(keep, a, zero_like(a));
 }
 
 void check_rank(const Tensor& t, int rank, const char* function, const char* which) {
@@ -168,25 +181,24 @@ Tensor diagonal(const Tensor& a, int64_t offset, int d1, int d2) {
   return autograd::index_select(flat, rank - 2, positions_tensor(a, positions));
 }
 
-// A vector becomes the diagonal of a zero matrix: the matrix is an
-// index_select from the vector with one zero appended, every off-diagonal
-// position picking that zero.
+// A vector becomes the diagonal of a zero matrix: with |k| zeros appended
+// it is a column (k >= 0: row i holds v[i]) or a row (k < 0: column j
+// holds v[j]), broadcast where j - i == k.
 Tensor diag(const Tensor& a, int64_t k) {
   if (a->shape.rank() == 2) return diagonal(a, k, 0, 1);
   if (a->shape.rank() != 1) {
     fail("diag: expects a 1-D or 2-D tensor, got shape {}", shape_string(a->shape));
   }
-  const int64_t length = a->shape[0];
-  const int64_t n = length + (k >= 0 ? k : -k);
+  if (k > kMaxElements || k < -kMaxElements) fail("diag: diagonal {} is too far out", k);
+  const int64_t extra = k >= 0 ? k : -k;
+  const int64_t n = a->shape[0] + extra;
   checked_numel(Shape{n, n}, "diag");
-  std::vector<int64_t> positions(static_cast<size_t>(n * n), length);
-  for (int64_t i = 0; i < length; i++) {
-    const int64_t row = k >= 0 ? i : i - k, col = k >= 0 ? i + k : i;
-    positions[static_cast<size_t>(row * n + col)] = i;
-  }
-  const Tensor padded = autograd::cat({a, filled_like(a, Shape{1}, Scalar::from_integer(0))}, 0);
-  return autograd::reshape(autograd::index_select(padded, 0, positions_tensor(a, positions)),
-                           Shape{n, n});
+  const Tensor padded =
+      extra == 0 ? a : autograd::cat({a, filled_like(a, Shape{extra}, Scalar::from_integer(0))}, 0);
+  const Tensor line = autograd::reshape(padded, k >= 0 ? Shape{n, 1} : Shape{1, n});
+  const Tensor on_diagonal =
+      lazylua::binary(BinaryOp::eq, diagonal_offsets(a, n, n), Scalar::from_integer(k));
+  return autograd::where(on_diagonal, line, zero_like(a));
 }
 
 Tensor trace(const Tensor& a) {
