@@ -140,6 +140,10 @@ Labeled multiply(const Labeled& a, const Labeled& b, const std::vector<int>& nee
   const Tensor right = reshaped(as_type(arranged(b, concat(batch, contracted, cols))), right_shape);
   Labeled out;
   out.labels = concat(batch, rows, cols);
+  if (out.labels.size() > static_cast<size_t>(kMaxDims)) {
+    fail("einsum: an intermediate result would have {} dimensions (at most {})", out.labels.size(),
+         kMaxDims);
+  }
   Shape out_shape;
   for (int label : out.labels) out_shape.push_back(sizes[label]);
   out.value = reshaped(autograd::matmul(left, right), out_shape);

@@ -161,6 +161,8 @@ Tensor diagonal(const Tensor& a, int64_t offset, int d1, int d2) {
   const int rank = a->shape.rank();
   if (d1 == d2) fail("diagonal: dim1 and dim2 are the same dim ({})", d1 + 1);
   const int64_t rows = a->shape[d1], cols = a->shape[d2];
+  // Past either edge the diagonal is empty: clamping keeps -offset defined.
+  offset = std::clamp(offset, -rows, cols);
   const int64_t first_row = offset >= 0 ? 0 : -offset;
   const int64_t first_col = offset >= 0 ? offset : 0;
   const int64_t length = std::max<int64_t>(0, std::min(rows - first_row, cols - first_col));
@@ -377,6 +379,9 @@ Tensor pad_indexed(const Tensor& a, int dim, int64_t left, int64_t right, PadMod
   const int64_t n = a->shape[dim];
   const char* name = pad_mode_name(mode);
   if (n == 0) fail("pad: {} padding of an empty dim ({})", name, dim + 1);
+  Shape padded = a->shape;
+  padded[dim] = n + left + right;
+  checked_numel(padded, "pad");
   const int64_t most = std::max(left, right);
   if (mode == PadMode::reflect && most >= n) {
     fail("pad: reflect padding of {} on dim {} of size {} (it must be less than the size)", most,
