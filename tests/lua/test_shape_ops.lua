@@ -145,6 +145,7 @@ group("diag: vector to matrix and back, with offsets", function()
   expect(m:diag(2), "i64", {2, 7})
   expect(m:diag(-1), "i64", {4, 9})
   expect(m:diag(4), "i64", {})
+  expect(m:diagonal(math.mininteger), "i64", {})
   expect(tensor.diag(tensor.new({2.5}):float()), "f32", {{2.5}})
 end)
 
