@@ -290,24 +290,28 @@ Tensor roll(const Tensor& a, const std::vector<int64_t>& shifts, const std::vect
 // Dim by dim, [before, n, after] gets a new dim of `count` in front of n
 // (an expand) and merges with it: at most four dims at a time, so any rank
 // works.
-Tensor repeat(const Tensor& a, const std::vector<int64_t>& sizes) {
+namespace {
+
+Tensor repeat_as(const Tensor& a, const std::vector<int64_t>& sizes, const char* function) {
   const int rank = a->shape.rank();
   if (static_cast<int>(sizes.size()) < rank) {
-    fail("repeat: {} sizes for a tensor of {} dimensions (give at least one per dim)", sizes.size(),
-         rank);
+    fail("{}: {} sizes for a tensor of {} dimensions (give at least one per dim)", function,
+         sizes.size(), rank);
   }
   if (sizes.size() > static_cast<size_t>(kMaxDims)) {
-    fail("repeat: {} sizes, more than the {} dimensions a tensor can have", sizes.size(), kMaxDims);
+    fail("{}: {} sizes, more than the {} dimensions a tensor can have", function, sizes.size(),
+         kMaxDims);
   }
-  Shape target;
   for (int64_t size : sizes) {
-    if (size < 0) fail("repeat: sizes must be >= 0, got {}", size);
+    if (size < 0) fail("{}: sizes must be >= 0, got {}", function, size);
+    // (so that extent * size cannot overflow before the shape is checked)
+    if (size > kMaxElements) fail("{}: size {} is too large (the limit is 2^40)", function, size);
   }
-  Shape shape;
+  Shape shape, target;
   for (size_t i = 0; i < sizes.size() - rank; i++) shape.push_back(1);
   for (int64_t extent : a->shape) shape.push_back(extent);
   for (size_t i = 0; i < sizes.size(); i++) target.push_back(shape[i] * sizes[i]);
-  checked_numel(target, "repeat");
+  checked_numel(target, function);
   Tensor out = reshaped(a, shape);
   for (int d = 0; d < shape.rank(); d++) {
     const int64_t count = sizes[d];
@@ -324,10 +328,16 @@ Tensor repeat(const Tensor& a, const std::vector<int64_t>& sizes) {
   return out.get() == a.get() ? autograd::clone(a) : out;
 }
 
+}  // namespace
+
+Tensor repeat(const Tensor& a, const std::vector<int64_t>& sizes) {
+  return repeat_as(a, sizes, "repeat");
+}
+
 Tensor tile(const Tensor& a, const std::vector<int64_t>& sizes) {
   std::vector<int64_t> full(sizes);
   while (static_cast<int>(full.size()) < a->shape.rank()) full.insert(full.begin(), 1);
-  return repeat(a, full);
+  return repeat_as(a, full, "tile");
 }
 
 namespace {
