@@ -7,9 +7,10 @@
 // differentiable ops of autograd.h (narrow, select, cat, index_select,
 // where, matmul, reshape, permute, expand, sum ...), so every one is lazy,
 // fuses with its neighbours, runs in every tier and gets its gradient from
-// the rules of the ops it is made of. Positions and masks they need (the
-// diagonal's positions, a triangle's mask) are small i64/bool data tensors,
-// graph inputs like flip's, so a training step's graph stays the same.
+// the rules of the ops it is made of. The positions they need (the
+// diagonal's, a pad's, the rows and columns a triangle's mask compares) are
+// small i64 data tensors, graph inputs like flip's, so a training step's
+// graph stays the same.
 //
 // Dims are 0-based here (the Lua binding converts); errors are Errors
 // naming the function and the shapes.
