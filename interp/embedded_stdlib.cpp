@@ -37,10 +37,10 @@ bool required_from_stdlib(lua_State* L) {
 // The loader of a short name: require "nn" is require "lazylua.nn", so both
 // names give one module table (one nn, whichever name a script uses).
 int load_through_qualified_name(lua_State* L) {
-  const char* qualified = luaL_checkstring(L, 2);
+  const char* qualified = lua_pushfstring(L, "%s%s", kQualifiedPrefix, luaL_checkstring(L, 1));
   lua_getglobal(L, "require");
   if (!lua_isfunction(L, -1)) return luaL_error(L, "module '%s': no require function", qualified);
-  lua_pushstring(L, qualified);
+  lua_pushvalue(L, -2);  // the qualified name
   lua_call(L, 1, 1);
   return 1;
 }
@@ -66,7 +66,7 @@ int search_embedded(lua_State* L) {
   if (!module) return 0;
   if (!qualified) {
     lua_pushcfunction(L, load_through_qualified_name);
-    lua_pushfstring(L, "%s%s", kQualifiedPrefix, name);
+    lua_pushstring(L, module->chunk_name + 1);  // "stdlib/nn.lua", as for lazylua.nn
     return 2;
   }
   if (luaL_loadbufferx(L, module->source, module->size, module->chunk_name, "t") != LUA_OK) {
