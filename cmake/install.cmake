@@ -4,6 +4,7 @@
 #
 # Layout under the prefix (GNUInstallDirs):
 #   bin/lazylua, bin/lazylua-lint                    the programs
+#   share/man/man1/lazylua.1                         `man lazylua`
 #   lib/liblazylua.so*, include/lazylua.h(pp)        the embedding library
 #   lib/cmake/lazylua/, lib/pkgconfig/lazylua.pc     how hosts find it
 #   lib/lua/5.4/lazylua.so                           the Lua C module
@@ -28,6 +29,7 @@ install(TARGETS lazylua_module LIBRARY DESTINATION ${LAZYLUA_LUA_CMOD_DIR})
 if(LAZYLUA_INSTALL_PROGRAM)
   set_target_properties(lazylua_program PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
   install(TARGETS lazylua_program lazylua_lint RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES ${CMAKE_SOURCE_DIR}/docs/lazylua.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
   # The program needs the library beside it.
   if(NOT LAZYLUA_INSTALL_DEVELOPMENT)
     install(TARGETS lazylua LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_SKIP)

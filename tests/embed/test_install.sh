@@ -60,7 +60,7 @@ prefix=$home/.local
 # 3. The installed layout.
 for file in include/lazylua.h include/lazylua.hpp bin/lazylua bin/lazylua-lint \
             lib/pkgconfig/lazylua.pc lib/cmake/lazylua/lazyluaConfig.cmake lib/lua/5.4/lazylua.so \
-            lib/liblazylua.so.0; do
+            lib/liblazylua.so.0 share/man/man1/lazylua.1; do
   [ -e "$prefix/$file" ] || fail "not installed: $file"
 done
 [ -e "$prefix/share/lua" ] && fail "Lua files installed under share/lua: $(find "$prefix/share/lua")"
