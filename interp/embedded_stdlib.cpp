@@ -25,13 +25,16 @@ constexpr size_t kQualifiedPrefixLength = sizeof kQualifiedPrefix - 1;
 bool short_names_enabled = false;
 
 // True when the `require` running this searcher was called by an embedded
-// stdlib file: `require "nn_conv"` inside stdlib/nn.lua finds its sibling
-// wherever the stdlib runs (stock lua5.4 too). Level 0 is this searcher,
-// 1 is require, 2 its caller.
+// stdlib file (its chunk name is one of theirs): `require "nn_conv"` inside
+// stdlib/nn.lua finds its sibling wherever the stdlib runs (stock lua5.4
+// too). Level 0 is this searcher, 1 is require, 2 its caller.
 bool required_from_stdlib(lua_State* L) {
   lua_Debug caller;
   if (!lua_getstack(L, 2, &caller) || !lua_getinfo(L, "S", &caller)) return false;
-  return std::strncmp(caller.source, "@stdlib/", sizeof "@stdlib/" - 1) == 0;
+  for (const EmbeddedModule* module = kEmbeddedModules; module->name; module++) {
+    if (std::strcmp(caller.source, module->chunk_name) == 0) return true;
+  }
+  return false;
 }
 
 // The loader of a short name: require "nn" is require "lazylua.nn", so both

@@ -526,7 +526,7 @@ function ScanLayers:extra_repr()
 end
 
 -- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua).
-require("lazylua.nn_conv")(nn)
-require("lazylua.nn_loss")(nn)
+require("nn_conv")(nn)
+require("nn_loss")(nn)
 
 return nn
