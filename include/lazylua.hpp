@@ -178,6 +178,13 @@ struct Options {
   std::string cache_directory;  // empty: the default
 };
 
+// NonDeduced<X>::type is X, in a context where template arguments are not
+// deduced (std::type_identity is C++20; this header asks only for C++17).
+template <typename X>
+struct NonDeduced {
+  using type = X;
+};
+
 class Interpreter {
  public:
   // Host functions see their arguments as Values and return Values; a
@@ -239,9 +246,13 @@ class Interpreter {
     return Tensor(interpreter_, handle);
   }
 
-  // Zero-copy: `release` runs once when lazylua no longer uses `data`.
+  // Zero-copy: `release` runs once when lazylua no longer uses `data`. T
+  // comes from `data` alone (the release parameter is a non-deduced
+  // context), so a lambda, a function pointer or nullptr can be passed
+  // without naming T: lua.wrap(buffer, {n}, [](float* p) { delete[] p; }).
   template <typename T>
-  Tensor wrap(T* data, const std::vector<int64_t>& shape, std::function<void(T*)> release) {
+  Tensor wrap(T* data, const std::vector<int64_t>& shape,
+              typename NonDeduced<std::function<void(T*)>>::type release) {
     auto* callback = new std::function<void(T*)>(std::move(release));
     lazylua_tensor* handle = nullptr;
     check(lazylua_tensor_wrap_buffer(

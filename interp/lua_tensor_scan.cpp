@@ -114,7 +114,7 @@ int scan_primitive(lua_State* L) {
 int scan_entry(lua_State* L) {
   const int args = lua_gettop(L);
   lua_getglobal(L, "require");
-  lua_pushstring(L, "tensor_scan");
+  lua_pushstring(L, "lazylua.tensor_scan");
   lua_call(L, 1, 1);
   lua_insert(L, 1);
   lua_call(L, args, LUA_MULTRET);

@@ -415,10 +415,14 @@ class FunctionChecker {
         if (!kTensorModuleMeta.count(callee.name)) result.kind = Kind::tensor;
         break;
       case Kind::library:
-        if (callee.name == "require" && b == 2 && reg(a + 1).name == "tensor") {
+        // The stdlib's names: "nn" in the lazylua program, "lazylua.nn"
+        // everywhere; "lazylua" is the tensor module as loaded by stock Lua.
+        if (callee.name == "require" && b == 2 &&
+            (reg(a + 1).name == "tensor" || reg(a + 1).name == "lazylua")) {
           result.kind = Kind::tensor_module;
         } else if (callee.name == "require" && b == 2 &&
-                   (reg(a + 1).name == "nn" || reg(a + 1).name == "optim")) {
+                   (reg(a + 1).name == "nn" || reg(a + 1).name == "optim" ||
+                    reg(a + 1).name == "lazylua.nn" || reg(a + 1).name == "lazylua.optim")) {
           result.kind = Kind::module_table;
         } else if (kPrinting.count(callee.name) && tensor_argument) {
           // The column of the function's own name: `format` of string.format.

@@ -12,7 +12,7 @@
 --     end
 --   end
 local native = require "stdlib.native"
-local progress = require "progress"
+local progress = require "lazylua.progress"
 local tensor = require "tensor"
 
 local data = {}

@@ -7,6 +7,10 @@
 --
 -- On a terminal: one line redrawn in place (at most every `refresh` seconds)
 --   epoch 1  45%|██████████▌             | 212/469 [00:03<00:04, 62.1 it/s, loss=0.352]
+-- never wider than the terminal's width - 1 (so it never wraps, and "\r"
+-- plus clear-to-end-of-line redraws it on one line): the width is read at
+-- every redraw (TIOCGWINSZ, then $COLUMNS, then 80); the bar shrinks first,
+-- then the postfix goes, then the line is cut.
 -- Otherwise (a pipe, a log file): a plain line at every 10% of the total
 --   epoch 1: 47/469 (10%), 62.1 it/s, elapsed 00:01, eta 00:07, loss=0.352
 -- LAZYLUA_PROGRESS=0 in the environment, or {enabled = false}, turns it off.
@@ -80,7 +84,7 @@ function progress.new(total, opts)
   else
     self.terminal = stdout ~= nil and self.stream == stdout and native.isatty(1)
   end
-  self.width = opts.width or native.terminal_width() or tonumber(getenv("COLUMNS")) or 80
+  self.fixed_width = opts.width
   self.refresh = opts.refresh or 0.1
   self.every = opts.every or 0.1
   self.postfix = {}
@@ -109,6 +113,28 @@ function Bar:postfix_text()
   return table.concat(parts, ", ")
 end
 
+-- Columns of the terminal: opts.width, the terminal's own size, $COLUMNS,
+-- or 80. Asked at each redraw, so a resized window is followed.
+function Bar:columns()
+  local width = self.fixed_width or native.terminal_width() or tonumber(getenv("COLUMNS"))
+  if math.type(width) == "float" then width = math.floor(width) end
+  if width == nil or width < 1 then width = 80 end
+  return width
+end
+
+-- Columns `text` takes (one per UTF-8 character; bytes if not UTF-8).
+local function display_width(text)
+  return utf8.len(text) or #text
+end
+
+-- `text` cut to at most `columns` columns.
+local function cut(text, columns)
+  if display_width(text) <= columns then return text end
+  if columns <= 0 then return "" end
+  if not utf8.len(text) then return text:sub(1, columns) end
+  return text:sub(1, utf8.offset(text, columns + 1) - 1)
+end
+
 local EIGHTHS = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"}
 
 -- The bar itself, `cells` characters wide.
@@ -116,29 +142,44 @@ local function bar_cells(fraction, cells)
   local eighths = math.floor(fraction * cells * 8)
   local full = eighths // 8
   local text = string.rep("█", full)
-  if full < cells then
+  if cells > 0 and full < cells then
     text = text .. EIGHTHS[eighths % 8 + 1] .. string.rep(" ", cells - full - (eighths % 8 > 0 and 1 or 0))
   end
   return text
 end
 
-function Bar:terminal_line()
+-- The terminal line, at most `columns` - 1 columns wide (the last column
+-- stays free: a terminal that wraps on it would stack the redraws).
+function Bar:terminal_line(columns)
+  local limit = (columns or self:columns()) - 1
   local elapsed = self.clock() - self.start
   local postfix = self:postfix_text()
   local rate = format_rate(self.count, elapsed)
   local prefix = self.description ~= "" and self.description .. " " or ""
+  local with_postfix = postfix ~= "" and ", " .. postfix or ""
   if not self.total then
-    return string.format("%s%d [%s, %s%s]", prefix, self.count, progress.format_duration(elapsed),
-                         rate, postfix ~= "" and ", " .. postfix or "")
+    local line = string.format("%s%d [%s, %s%s]", prefix, self.count,
+                               progress.format_duration(elapsed), rate, with_postfix)
+    return cut(line, limit)
   end
   local fraction = self.total > 0 and math.min(self.count / self.total, 1) or 1
   local eta = self.count > 0 and elapsed / self.count * (self.total - self.count) or nil
-  local right = string.format("| %d/%d [%s<%s, %s%s]", self.count, self.total,
-                              progress.format_duration(elapsed), progress.format_duration(eta),
-                              rate, postfix ~= "" and ", " .. postfix or "")
+  local function right_part(extra)
+    return string.format("| %d/%d [%s<%s, %s%s]", self.count, self.total,
+                         progress.format_duration(elapsed), progress.format_duration(eta), rate,
+                         extra)
+  end
   local left = string.format("%s%3d%%|", prefix, math.floor(fraction * 100))
-  local cells = math.max(10, math.min(40, self.width - #left - #right - 1))
-  return left .. bar_cells(fraction, cells) .. right
+  local right = right_part(with_postfix)
+  local room = limit - display_width(left) - display_width(right)
+  if room < 10 and with_postfix ~= "" then
+    -- The bar matters more than the postfix on a narrow terminal.
+    right = right_part("")
+    room = limit - display_width(left) - display_width(right)
+  end
+  local cells = math.min(40, room)
+  if cells < 10 then cells = math.max(0, math.min(10, room)) end
+  return cut(left .. bar_cells(fraction, cells) .. right, limit)
 end
 
 function Bar:plain_line()

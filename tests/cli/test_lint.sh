@@ -55,6 +55,27 @@ awk '{ sub(/^breaks.lua/, "shebang.lua"); split($0, f, ":"); line = f[2] + 1
 (cd "$WORK" && "$LINT" shebang.lua) > "$WORK/out" 2> "$WORK/err"
 check "a #! line" 1 "$WORK/shebang" $?
 
+# The stdlib by its lazylua.* names: `require "lazylua"` is the tensor
+# module (its loop's print is a break), lazylua.optim's step() ends a step.
+cat > "$WORK/qualified.lua" << 'LUA'
+local t = require "lazylua"
+local nn, optim = require "lazylua.nn", require "lazylua.optim"
+local model = nn.Linear(4, 2)
+local opt = optim.SGD(model:parameters(), {lr = 0.1})
+local w = t.randn(4, 4)
+for step = 1, 10 do
+  model(w):sum():backward()
+  opt:step()
+end
+for i = 1, 3 do
+  w = w * 2
+  print(w)
+end
+LUA
+echo 'qualified.lua:12:3: print(w) syncs on every iteration of the loop at line 10: print it every N steps, or after mark_step' > "$WORK/qualified_expected"
+(cd "$WORK" && "$LINT" qualified.lua) > "$WORK/out" 2> "$WORK/err"
+check 'require "lazylua" and "lazylua.optim"' 1 "$WORK/qualified_expected" $?
+
 # The repository's own scripts are clean.
 (cd ../../../.. && "$LINT" scripts/*.lua) > "$WORK/out" 2> "$WORK/err"
 check "scripts/*.lua" 0 "$WORK/empty" $?

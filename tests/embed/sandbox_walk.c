@@ -73,7 +73,7 @@ static const char* const forbidden_script =
     "local native = require 'stdlib.native'\n"
     "add('native.read_idx', native.read_idx) add('native.read_csv', native.read_csv)\n"
     "add('native.write_gzip', native.write_gzip)\n"
-    "local data, plot = require 'data', require 'plot'\n"
+    "local data, plot = require 'lazylua.data', require 'lazylua.plot'\n"
     "add('data.read_idx', data.read_idx) add('data.read_csv', data.read_csv)\n"
     "add('plot.line_chart', plot.line_chart)\n"
     "for _, name in ipairs({'io.open', 'os.remove', 'tensor.save', 'native.write_gzip',\n"
@@ -246,8 +246,8 @@ static const char* const roots_script =
     "  if not ok then error('require ' .. name .. ': ' .. tostring(module)) end\n"
     "  roots['module ' .. name] = module\n"
     "end\n"
-    "local nn, optim, data, progress = require 'nn', require 'optim', require 'data',\n"
-    "  require 'progress'\n"
+    "local nn, optim = require 'lazylua.nn', require 'lazylua.optim'\n"
+    "local data, progress = require 'lazylua.data', require 'lazylua.progress'\n"
     "local t = tensor.ones(4, 2)\n"
     "roots.tensor_value = t\n"
     "roots.tensor_metatable = getmetatable(t)\n"
@@ -288,7 +288,9 @@ static int walk_interpreter(lua_State* L, const char* stdlib_dir, Walk* walk, in
   for (struct dirent* entry; (entry = readdir(dir)) != NULL;) {
     const size_t length = strlen(entry->d_name);
     if (length > 4 && strcmp(entry->d_name + length - 4, ".lua") == 0) {
-      lua_pushlstring(L, entry->d_name, length - 4);
+      lua_pushfstring(L, "lazylua.%s", entry->d_name);
+      lua_pushlstring(L, lua_tostring(L, -1), strlen(lua_tostring(L, -1)) - 4);
+      lua_remove(L, -2);
       lua_rawseti(L, -2, ++count);
     }
   }
