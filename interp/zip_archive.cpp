@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <set>
 
@@ -153,9 +154,16 @@ std::vector<Entry> read_archive(const uint8_t* data, size_t size, const char* fu
       fail("{}: '{}' is corrupted: the local header of {} is damaged or missing", function, path,
            where);
     }
-    const size_t data_start = size_t{local_offset} + kLocalHeaderSize +
-                              read_u16(data + local_offset + 26) +
+    // The local header repeats the name: a mismatch is damage (as Python's
+    // zipfile says too), and it catches a flipped byte in either copy.
+    const uint16_t local_name_length = read_u16(data + local_offset + 26);
+    const size_t data_start = size_t{local_offset} + kLocalHeaderSize + local_name_length +
                               read_u16(data + local_offset + 28);
+    if (local_name_length != name.size() || data_start > directory_offset ||
+        std::memcmp(data + local_offset + kLocalHeaderSize, name.data(), name.size()) != 0) {
+      fail("{}: '{}' is corrupted: the local header of {} names another entry", function, path,
+           where);
+    }
     if (data_start > directory_offset || directory_offset - data_start < compressed_size) {
       fail("{}: '{}' is truncated or corrupted: the {} bytes of {} run past the entries' area",
            function, path, compressed_size, where);
