@@ -219,6 +219,9 @@ printf '"1","2"\n' > quoted_numbers.csv
 printf '"a,b",c\n1,2\n' > quoted_delimiter.csv
 head -c 20000000 /dev/zero | tr '\0' '9' > huge_number.csv
 head -c 20000000 /dev/zero | tr '\0' 'a' > huge_text.csv
+{ printf '"'; head -c 20000000 /dev/zero | tr '\0' 'a'; } > open_quote.csv
+{ printf '"'; head -c 20000000 /dev/zero | tr '\0' '"'; printf '"\n'; } > quotes.csv
+seq 100000 | awk '{ print "w" $1 "," $1 }' > words.csv
 { printf '1'; for _ in $(seq 1000); do printf ',1,1,1,1,1,1,1,1,1,1'; done; printf '\n'; } > wide.csv
 head -c 65536 "$lazylua" > binary.csv
 printf '1,2\x00\n' > nul.csv
@@ -243,8 +246,22 @@ check "csv: quoted column names" 20 '
   local t, names = data.read_csv(dir .. "/quoted_header.csv", {header = true})
   expect(names, {"a", "b"})
   expect(t:tolist(), {{1, 2}})'
-check "csv: quoted numbers are not numbers" 20 'expect_error(function() data.read_csv(dir .. "/quoted_numbers.csv") end, "line 1, column 1", "is not a number")'
-check "csv: a quoted delimiter in a name" 20 'expect_error(function() data.read_csv(dir .. "/quoted_delimiter.csv", {header = true}) end, "line 2: 2 values, expected 3")'
+check "csv: quoted numbers are numbers (RFC 4180 quoting)" 20 'expect(data.read_csv(dir .. "/quoted_numbers.csv"):tolist(), {{1, 2}})'
+check "csv: a quoted delimiter in a name" 20 '
+  local t, names = data.read_csv(dir .. "/quoted_delimiter.csv", {header = true})
+  expect(names, {"a,b", "c"})
+  expect(t:tolist(), {{1, 2}})'
+check "csv: a quote opened in the first byte of 20 MB, never closed" 20 'expect_error(function() data.read_csv(dir .. "/open_quote.csv") end, "line 1: a quoted field is not closed")'
+check "csv: 20 MB of doubled quotes in one text cell" 20 '
+  local t, _, categories = data.read_csv(dir .. "/quotes.csv", {text = true})
+  expect(t:tolist(), {{1}})
+  expect(#categories[1][1], 10000000)'
+check "csv: a text column of 100000 distinct words" 20 '
+  local t, _, categories = data.read_csv(dir .. "/words.csv", {text = {1}})
+  expect(t:size(), {100000, 2})
+  expect(#categories[1], 100000)
+  expect(categories[1][100000], "w100000")
+  expect(t[100000]:tolist(), {100000, 100000})'
 check "csv: a 20 MB number" 20 'expect_error(function() data.read_csv(dir .. "/huge_number.csv") end, "is not a number", "(20000000 bytes)")'
 check "csv: a 20 MB word" 20 'expect_error(function() data.read_csv(dir .. "/huge_text.csv") end, "is not a number", "(20000000 bytes)")'
 check "csv: 10001 columns" 20 '
@@ -263,7 +280,7 @@ check "csv: a damaged gzip stream" 20 'expect_error(function() data.read_csv(dir
 check "csv: a FIFO (no writer)" 20 'expect_error(function() data.read_csv(dir .. "/fifo.csv") end, "is a FIFO, not a regular file")'
 check "csv: a symlink to /dev/zero" 20 'expect_error(function() data.read_csv(dir .. "/zero_link.csv") end, "is a device, not a regular file")'
 check "csv: a directory" 20 'expect_error(function() data.read_csv(dir .. "/dir.csv") end, "is a directory, not a regular file")'
-rm -f huge_number.csv huge_text.csv
+rm -f huge_number.csv huge_text.csv open_quote.csv quotes.csv words.csv
 
 # ---------------------------------------------------------------------------
 # Checkpoints (tensor.load)
