@@ -11,6 +11,7 @@
 #include "interp/coroutines.h"
 #include "interp/embedded_stdlib.h"
 #include "interp/lua_checkpoint.h"
+#include "interp/lua_npy.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/state_data.h"
 #include "interp/tensor_format.h"
@@ -374,6 +375,7 @@ int open_tensor_module(lua_State* L) {
   binding::register_scan_functions(L);
   binding::register_optim_functions(L);
   binding::register_checkpoint_functions(L);
+  binding::register_npy_functions(L);
   lua_pop(L, 1);
   install_stdlib_searcher(L);  // require "nn", "data", ... (stdlib/, built in)
 

@@ -3,7 +3,8 @@
 // options; these functions take plain positional arguments.
 //
 //   read_idx(path, dtype|nil) -> tensor        IDX file, gzip or not
-//   read_csv(path, delimiter, header, dtype) -> tensor, names|nil
+//   read_csv(path, delimiter, header, dtype, text) -> tensor, names|nil, categories
+//     (interp/csv_reader.cpp)
 //   take_rows(tensor, index|nil, first, count) -> tensor   eager row gather
 //   write_gzip(path, bytes)                    for tests: make .gz fixtures
 //   isatty(fd) -> boolean, terminal_width() -> integer|nil
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "interp/csv_reader.h"
 #include "interp/file_bytes.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/runtime.h"
@@ -230,166 +232,6 @@ int read_idx(lua_State* L) {
   const std::optional<DType> dtype = optional_dtype(L, 2, "data.read_idx");
   push_tensor(L, read_idx_file(path, dtype));
   return 1;
-}
-
-// ---- CSV of numbers ----
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-std::vector<std::string_view> split_fields(std::string_view line, char delimiter) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
-    const size_t end = line.find(delimiter, start);
-    fields.push_back(trim(line.substr(start, end == std::string_view::npos ? end : end - start)));
-    if (end == std::string_view::npos) return fields;
-    start = end + 1;
-  }
-}
-
-// A number in C syntax without locale: "1", "-2.5e3", "+4", "nan", "inf".
-std::optional<double> parse_number(std::string_view text) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-// An integer field exactly (from its digits, so values beyond 2^53 stay
-// exact), or a number that is a whole value in int64's range ("1e3").
-std::optional<int64_t> parse_integer(std::string_view text, double value) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
-  int64_t integer = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), integer);
-  if (error == std::errc() && end == text.data() + text.size()) return integer;
-  if (std::floor(value) == value && std::fabs(value) < 9.2e18) return static_cast<int64_t>(value);
-  return std::nullopt;
-}
-
-// A cell as an error message shows it: at most 40 bytes, anything but
-// printable ASCII escaped (a binary file's garbage, a 100 MB cell).
-std::string cell_text(std::string_view cell) {
-  constexpr size_t kShown = 40;
-  std::string text;
-  for (size_t i = 0; i < cell.size() && i < kShown; i++) {
-    const unsigned char c = static_cast<unsigned char>(cell[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      text += static_cast<char>(c);
-    } else {
-      text += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (cell.size() > kShown) text += fmt::format("... ({} bytes)", cell.size());
-  return text;
-}
-
-std::string strip_quotes(std::string_view name) {
-  if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
-    name = name.substr(1, name.size() - 2);
-  }
-  return std::string(name);
-}
-
-int read_csv(lua_State* L) {
-  const char* function = "data.read_csv";
-  const std::string path = check_string(L, 1, function);
-  const std::string delimiter = check_string(L, 2, function);
-  if (delimiter.size() != 1) fail("{}: the delimiter must be one character", function);
-  const bool has_header = lua_toboolean(L, 3);
-  const DType dtype = optional_dtype(L, 4, function).value_or(DType::f32);
-
-  const HostBytes file = read_file_bytes(path, function);
-  std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
-  // A UTF-8 byte order mark (spreadsheets write one) is not part of the
-  // first cell: kept, it would be glued to the first column's name.
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-  std::vector<std::string> names;
-  std::vector<double> values;
-  // i32 and i64 columns are read exactly and checked against the dtype's
-  // range (a cast from double would round past 2^53 and saturate or wrap).
-  const bool integer_columns = is_integral(dtype) && dtype != DType::boolean;
-  std::vector<int64_t> integers;
-  int64_t columns = -1;
-  int64_t first_data_line = 0;
-  bool header_pending = has_header;
-  int64_t line_number = 0;
-  size_t position = 0;
-  while (position < text.size()) {
-    size_t end = text.find('\n', position);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(position, end - position);
-    position = end + 1;
-    line_number++;
-    if (trim(line).empty()) continue;
-    const std::vector<std::string_view> fields = split_fields(line, delimiter[0]);
-    if (header_pending) {
-      for (const std::string_view name : fields) names.push_back(strip_quotes(name));
-      columns = static_cast<int64_t>(fields.size());
-      first_data_line = line_number;
-      header_pending = false;
-      continue;
-    }
-    if (columns < 0) {
-      columns = static_cast<int64_t>(fields.size());
-      first_data_line = line_number;
-    }
-    if (static_cast<int64_t>(fields.size()) != columns) {
-      fail("{}: '{}' line {}: {} values, expected {} (as in line {})", function, path, line_number,
-           fields.size(), columns, first_data_line);
-    }
-    for (size_t column = 0; column < fields.size(); column++) {
-      const std::optional<double> value = parse_number(fields[column]);
-      if (!value) {
-        fail("{}: '{}' line {}, column {}: '{}' is not a number", function, path, line_number,
-             column + 1, cell_text(fields[column]));
-      }
-      if (integer_columns) {
-        const std::optional<int64_t> integer = parse_integer(fields[column], *value);
-        if (!integer || (dtype == DType::i32 && (*integer < INT32_MIN || *integer > INT32_MAX))) {
-          fail("{}: '{}' line {}, column {}: '{}' is not an integer in the range of {}", function,
-               path, line_number, column + 1, cell_text(fields[column]), dtype_name(dtype));
-        }
-        integers.push_back(*integer);
-      }
-      values.push_back(*value);
-    }
-  }
-  const int64_t width = std::max<int64_t>(columns, 0);
-  const int64_t rows = width == 0 ? 0 : static_cast<int64_t>(values.size()) / width;
-  Array out = Array::empty(Shape{rows, width}, dtype, function);
-  visit_dtype(dtype, [&](auto zero) {
-    using Out = decltype(zero);
-    Out* data = out.data<Out>();
-    for (size_t i = 0; i < values.size(); i++) {
-      if constexpr (std::is_same_v<Out, bool>) {
-        data[i] = values[i] != 0;
-      } else if (integer_columns) {
-        data[i] = static_cast<Out>(integers[i]);
-      } else {
-        data[i] = static_cast<Out>(values[i]);
-      }
-    }
-  });
-  push_tensor(L, std::move(out));
-  if (!has_header) {
-    lua_pushnil(L);
-    return 2;
-  }
-  lua_createtable(L, static_cast<int>(names.size()), 0);
-  for (size_t i = 0; i < names.size(); i++) {
-    lua_pushlstring(L, names[i].data(), names[i].size());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
-  return 2;
 }
 
 // ---- Batches ----

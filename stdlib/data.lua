@@ -52,15 +52,32 @@ if native.read_idx then
 end
 
 if native.read_csv then
-  -- A CSV file of numbers as a 2-D tensor (rows x columns), plus the column
-  -- names when opts.header is true. opts: header (false), delimiter (","),
-  -- dtype ("f32"). Blank lines are skipped; a value that is not a number or
-  -- a row of another width is an error naming the line and column.
+  -- A CSV file (RFC 4180: quoted fields may hold the delimiter, line breaks
+  -- and doubled quotes "") as a 2-D tensor (rows x columns). Returns the
+  -- tensor, the column names (opts.header) or nil, and the categories of
+  -- the text columns: categories[column] = {"first string", "second", ...},
+  -- the code of a string being its position there (1-based, in order of
+  -- first appearance). opts:
+  --   header (false): the first record names the columns;
+  --   delimiter (","): one character, e.g. ";" or "\t";
+  --   dtype ("f32"): the tensor's dtype;
+  --   text (none): the text columns, read as category codes: a list of
+  --     1-based indices or header names, or true for every column holding a
+  --     cell that is neither a number nor missing.
+  -- Missing cells (empty, NA, NaN) are NaN, in text columns too; an
+  -- integer or bool dtype refuses them. Blank lines are skipped. A cell
+  -- that is not a number (outside text columns), a row of another width or
+  -- an unterminated quote is an error naming the line.
   function data.read_csv(path, opts)
-    opts = check_options(opts, "data.read_csv", {header = true, delimiter = true, dtype = true})
-    local values, names = call_native(native.read_csv, path, opts.delimiter or ",",
-                                      opts.header or false, opts.dtype)
-    return values, names
+    opts = check_options(opts, "data.read_csv",
+                         {header = true, delimiter = true, dtype = true, text = true})
+    if opts.text ~= nil and opts.text ~= true and type(opts.text) ~= "table" then
+      error("data.read_csv: opts.text must be true or a list of columns, got " ..
+            type(opts.text), 2)
+    end
+    local values, names, categories = call_native(native.read_csv, path, opts.delimiter or ",",
+                                                  opts.header or false, opts.dtype, opts.text)
+    return values, names, categories
   end
 end
 

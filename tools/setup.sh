@@ -18,6 +18,7 @@ packages=(
   zlib1g-dev libdeflate-dev libxml2-utils
   clang-format
   jq
+  python3-numpy
   dataset-fashion-mnist
 )
 

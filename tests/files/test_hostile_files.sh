@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_hostile_files.sh - files chosen to break the readers: IDX files
 # (data.read_idx), CSV files (data.read_csv), gzip streams, checkpoints
-# (tensor.load) and the compiled-graph cache's entries, each truncated,
-# damaged, lying about their sizes, a gzip bomb, or replaced by a FIFO, a
+# (tensor.load), NumPy files (tensor.load_npy, load_npz) and the
+# compiled-graph cache's entries, each truncated, damaged, lying about their sizes, a gzip bomb, or replaced by a FIFO, a
 # symlink to /dev/zero, a directory or a terabyte-long sparse file. Every
 # case runs in its own process under a timeout and must end in a clear Lua
 # error naming the problem, or in the correct result: never a hang, a crash,
@@ -219,6 +219,9 @@ printf '"1","2"\n' > quoted_numbers.csv
 printf '"a,b",c\n1,2\n' > quoted_delimiter.csv
 head -c 20000000 /dev/zero | tr '\0' '9' > huge_number.csv
 head -c 20000000 /dev/zero | tr '\0' 'a' > huge_text.csv
+{ printf '"'; head -c 20000000 /dev/zero | tr '\0' 'a'; } > open_quote.csv
+{ printf '"'; head -c 20000000 /dev/zero | tr '\0' '"'; printf '"\n'; } > quotes.csv
+seq 100000 | awk '{ print "w" $1 "," $1 }' > words.csv
 { printf '1'; for _ in $(seq 1000); do printf ',1,1,1,1,1,1,1,1,1,1'; done; printf '\n'; } > wide.csv
 head -c 65536 "$lazylua" > binary.csv
 printf '1,2\x00\n' > nul.csv
@@ -243,8 +246,22 @@ check "csv: quoted column names" 20 '
   local t, names = data.read_csv(dir .. "/quoted_header.csv", {header = true})
   expect(names, {"a", "b"})
   expect(t:tolist(), {{1, 2}})'
-check "csv: quoted numbers are not numbers" 20 'expect_error(function() data.read_csv(dir .. "/quoted_numbers.csv") end, "line 1, column 1", "is not a number")'
-check "csv: a quoted delimiter in a name" 20 'expect_error(function() data.read_csv(dir .. "/quoted_delimiter.csv", {header = true}) end, "line 2: 2 values, expected 3")'
+check "csv: quoted numbers are numbers (RFC 4180 quoting)" 20 'expect(data.read_csv(dir .. "/quoted_numbers.csv"):tolist(), {{1, 2}})'
+check "csv: a quoted delimiter in a name" 20 '
+  local t, names = data.read_csv(dir .. "/quoted_delimiter.csv", {header = true})
+  expect(names, {"a,b", "c"})
+  expect(t:tolist(), {{1, 2}})'
+check "csv: a quote opened in the first byte of 20 MB, never closed" 20 'expect_error(function() data.read_csv(dir .. "/open_quote.csv") end, "line 1: a quoted field is not closed")'
+check "csv: 20 MB of doubled quotes in one text cell" 20 '
+  local t, _, categories = data.read_csv(dir .. "/quotes.csv", {text = true})
+  expect(t:tolist(), {{1}})
+  expect(#categories[1][1], 10000000)'
+check "csv: a text column of 100000 distinct words" 20 '
+  local t, _, categories = data.read_csv(dir .. "/words.csv", {text = {1}})
+  expect(t:size(), {100000, 2})
+  expect(#categories[1], 100000)
+  expect(categories[1][100000], "w100000")
+  expect(t[100000]:tolist(), {100000, 100000})'
 check "csv: a 20 MB number" 20 'expect_error(function() data.read_csv(dir .. "/huge_number.csv") end, "is not a number", "(20000000 bytes)")'
 check "csv: a 20 MB word" 20 'expect_error(function() data.read_csv(dir .. "/huge_text.csv") end, "is not a number", "(20000000 bytes)")'
 check "csv: 10001 columns" 20 '
@@ -263,7 +280,7 @@ check "csv: a damaged gzip stream" 20 'expect_error(function() data.read_csv(dir
 check "csv: a FIFO (no writer)" 20 'expect_error(function() data.read_csv(dir .. "/fifo.csv") end, "is a FIFO, not a regular file")'
 check "csv: a symlink to /dev/zero" 20 'expect_error(function() data.read_csv(dir .. "/zero_link.csv") end, "is a device, not a regular file")'
 check "csv: a directory" 20 'expect_error(function() data.read_csv(dir .. "/dir.csv") end, "is a directory, not a regular file")'
-rm -f huge_number.csv huge_text.csv
+rm -f huge_number.csv huge_text.csv open_quote.csv quotes.csv words.csv
 
 # ---------------------------------------------------------------------------
 # Checkpoints (tensor.load)
@@ -325,6 +342,177 @@ check "checkpoint: a symlink to /dev/zero" 20 'expect_error(function() tensor.lo
 check "checkpoint: a directory" 20 'expect_error(function() tensor.load(dir .. "/dir.ckpt") end, "is a directory")'
 check "checkpoint: a sparse terabyte" 20 'expect_error(function() tensor.load(dir .. "/sparse.ckpt") end, "tensor.load", "larger than")'
 rm -f sparse.ckpt
+
+# ---------------------------------------------------------------------------
+# NumPy files (tensor.load_npy, tensor.load_npz)
+
+cat > npy_helpers.lua <<'LUA'
+-- A version 1.0 .npy file of this header text and data.
+function npy(header, bytes, version)
+  version = version or 1
+  local length = version == 1 and string.pack("<I2", #header) or string.pack("<I4", #header)
+  return "\x93NUMPY" .. string.char(version, 0) .. length .. header .. (bytes or "")
+end
+function f4_header(shape) return "{'descr': '<f4', 'fortran_order': False, 'shape': " .. shape .. ", }\n" end
+-- bytes with `replacement` written at 1-based `position`
+function patch(bytes, position, replacement)
+  return bytes:sub(1, position - 1) .. replacement .. bytes:sub(position + #replacement)
+end
+function load_npy(name) return function() tensor.load_npy(dir .. "/" .. name) end end
+function load_npz(name) return function() tensor.load_npz(dir .. "/" .. name) end end
+LUA
+mkfifo fifo.npy
+ln -s /dev/zero zero_link.npy
+mkdir dir.npz
+
+npy_check() { check "$1" "${3:-20}" "dofile(dir .. '/npy_helpers.lua') $2"; }
+npy_check "npy: a hand-made valid file" '
+  write("ok.npy", npy(f4_header("(2,)"), string.pack("<ff", 1.5, -2)))
+  expect(tensor.load_npy(dir .. "/ok.npy"):tolist(), {1.5, -2.0})'
+npy_check "npy: every truncation of a saved file is an error" '
+  tensor.save_npy(dir .. "/saved.npy", tensor.arange(6):reshape(2, 3))
+  local bytes = read("saved.npy")
+  expect(tensor.load_npy(dir .. "/saved.npy"):tolist(), {{0, 1, 2}, {3, 4, 5}})
+  for length = 0, #bytes - 1 do
+    write("cut.npy", bytes:sub(1, length))
+    expect_error(load_npy("cut.npy"), "tensor.load_npy", "cut.npy")
+  end'
+npy_check "npy: an empty file" 'write("empty.npy", "") expect_error(load_npy("empty.npy"), "is truncated", "no complete .npy header")'
+npy_check "npy: a wrong magic" 'write("magic.npy", "PK\3\4" .. string.rep("\0", 60)) expect_error(load_npy("magic.npy"), "is not a .npy file")'
+npy_check "npy: format version 4.0" 'write("v4.npy", npy(f4_header("(1,)"), "\0\0\0\0", 4)) expect_error(load_npy("v4.npy"), "version 4.0", "reads versions 1.0, 2.0 and 3.0")'
+npy_check "npy: a header that lies about its length" '
+  write("long_header.npy", "\x93NUMPY\1\0\255\255{}")
+  expect_error(load_npy("long_header.npy"), "is truncated in its header", "2 of 65535")'
+npy_check "npy: a 2 GiB header (version 2.0)" '
+  write("huge_header.npy", "\x93NUMPY\2\0" .. string.pack("<I4", 0x7fffffff) .. "{}")
+  expect_error(load_npy("huge_header.npy"), "announces a header of 2147483647 bytes", "at most 65536")'
+npy_check "npy: fewer data bytes than the shape needs" '
+  write("short.npy", npy(f4_header("(1000000,)"), "\0\0\0\0"))
+  expect_error(load_npy("short.npy"), "announces 1000000 elements", "the file holds 4 bytes")'
+npy_check "npy: more data bytes than the shape needs" '
+  write("long.npy", npy(f4_header("(1,)"), "\0\0\0\0\0"))
+  expect_error(load_npy("long.npy"), "announces 1 elements", "the file holds 5 bytes")'
+npy_check "npy: a shape of 2^40 x 2^40" '
+  write("huge.npy", npy(f4_header("(1099511627776, 1099511627776)"), ""))
+  expect_error(load_npy("huge.npy"), "shape [1099511627776, 1099511627776], too large")'
+npy_check "npy: an extent of 30 digits" '
+  write("digits.npy", npy(f4_header("(999999999999999999999999999999,)"), ""))
+  expect_error(load_npy("digits.npy"), "shape extent too large")'
+npy_check "npy: a negative extent" '
+  write("negative.npy", npy(f4_header("(-1,)"), ""))
+  expect_error(load_npy("negative.npy"), "does not parse", "a non-negative integer in the shape")'
+npy_check "npy: nine dimensions" '
+  write("rank9.npy", npy(f4_header("(1, 1, 1, 1, 1, 1, 1, 1, 1)"), "\0\0\0\0"))
+  expect_error(load_npy("rank9.npy"), "9 dimensions", "at most 8")'
+npy_check "npy: a 0 extent next to a huge one" '
+  write("zero_extent.npy", npy(f4_header("(0, 1099511627776)"), ""))
+  expect(tensor.load_npy(dir .. "/zero_extent.npy"):size(), {0, 1099511627776})'
+npy_check "npy: a header that is not a dict" '
+  write("garbage.npy", npy("__import__(\"os\").system(\"false\")\n", ""))
+  expect_error(load_npy("garbage.npy"), "does not parse", "expected '"'"'{'"'"'")'
+npy_check "npy: a header without a shape" '
+  write("no_shape.npy", npy("{'"'"'descr'"'"': '"'"'<f4'"'"', '"'"'fortran_order'"'"': False}", ""))
+  expect_error(load_npy("no_shape.npy"), "without '"'"'shape'"'"'")'
+npy_check "npy: an unterminated string in the header" '
+  write("quote.npy", npy("{'"'"'descr'"'"': '"'"'<f4", ""))
+  expect_error(load_npy("quote.npy"), "does not parse", "the end of a string")'
+npy_check "npy: an unknown dtype" '
+  write("dtype.npy", npy("{'"'"'descr'"'"': '"'"'<q9'"'"', '"'"'fortran_order'"'"': False, '"'"'shape'"'"': (1,)}", "\0"))
+  expect_error(load_npy("dtype.npy"), "an element type lazylua does not read", "<q9")'
+npy_check "npy: a FIFO" 'expect_error(load_npy("fifo.npy"), "is a FIFO")'
+npy_check "npy: a symlink to /dev/zero" 'expect_error(load_npy("zero_link.npy"), "is a device")'
+npy_check "npy: save over a directory is refused" '
+  expect_error(function() tensor.save_npy(dir .. "/dir.npz", tensor.ones(1)) end, "tensor.save_npy", "is not a regular file")'
+
+npy_check "npz: every truncation and every flipped byte: an error or the right result" '
+  tensor.save_npz(dir .. "/ok.npz", {w = tensor.arange(6):float(), b = tensor.new({true, false})})
+  local bytes = read("ok.npz")
+  for length = 0, #bytes - 1 do
+    write("cut.npz", bytes:sub(1, length))
+    expect_error(load_npz("cut.npz"), "tensor.load_npz", "cut.npz")
+  end
+  for position = 1, #bytes do
+    write("flip.npz", patch(bytes, position, string.char(bytes:byte(position) ~ 0xff)))
+    local ok, loaded = pcall(tensor.load_npz, dir .. "/flip.npz")
+    if ok then  -- a byte nobody reads (a date, a version): the content is intact
+      expect(loaded.w:tolist(), {0, 1, 2, 3, 4, 5})
+      expect(loaded.b:tolist(), {true, false})
+    else
+      expect_error(load_npz("flip.npz"), "tensor.load_npz")
+    end
+  end' 120
+npy_check "npz: a compressed archive, every flipped byte" '
+  tensor.save_npz(dir .. "/ok_deflated.npz", {w = tensor.zeros(300)}, {compressed = true})
+  local bytes = read("ok_deflated.npz")
+  for position = 1, #bytes do
+    write("flip.npz", patch(bytes, position, string.char(bytes:byte(position) ~ 0xff)))
+    local ok, loaded = pcall(tensor.load_npz, dir .. "/flip.npz")
+    if ok then expect(loaded.w:sum():item(), 0.0) else expect_error(load_npz("flip.npz"), "tensor.load_npz") end
+  end' 60
+npy_check "npz: not a zip archive" 'write("plain.npz", npy(f4_header("(1,)"), "\0\0\0\0")) expect_error(load_npz("plain.npz"), "is not a zip archive")'
+npy_check "npz: zip64" '
+  tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
+  local bytes = read("one.npz")
+  write("zip64.npz", patch(bytes, #bytes - 22 + 11, "\255\255"))
+  expect_error(load_npz("zip64.npz"), "is a zip64 archive", "not supported")'
+npy_check "npz: an encrypted entry" '
+  tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
+  local bytes = read("one.npz")
+  local central = bytes:find("PK\1\2", 1, true)
+  write("encrypted.npz", patch(bytes, central + 8, "\1\0"))
+  expect_error(load_npz("encrypted.npz"), "entry '"'"'w.npy'"'"' is encrypted")'
+npy_check "npz: an unknown compression method" '
+  tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
+  local bytes = read("one.npz")
+  local central = bytes:find("PK\1\2", 1, true)
+  write("bzip2.npz", patch(patch(bytes, 9, "\12\0"), central + 10, "\12\0"))
+  expect_error(load_npz("bzip2.npz"), "compression method 12")'
+npy_check "npz: a deflated entry claiming 4 GiB" '
+  tensor.save_npz(dir .. "/z.npz", {w = tensor.zeros(1000)}, {compressed = true})
+  local bytes = read("z.npz")
+  local central = bytes:find("PK\1\2", 1, true)
+  write("claim.npz", patch(bytes, central + 24, string.pack("<I4", 0xfffffff0)))
+  expect_error(load_npz("claim.npz"), "claims 4294967280 bytes", "more than deflate can give")'
+npy_check "npz: a deflated entry claiming a few bytes more than it holds" '
+  tensor.save_npz(dir .. "/z.npz", {w = tensor.zeros(1000)}, {compressed = true})
+  local bytes = read("z.npz")
+  local central = bytes:find("PK\1\2", 1, true)
+  local size = string.unpack("<I4", bytes, central + 24)
+  write("more.npz", patch(bytes, central + 24, string.pack("<I4", size + 5)))
+  expect_error(load_npz("more.npz"), "does not inflate to the")'
+npy_check "npz: a wrong CRC-32" '
+  tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
+  local bytes = read("one.npz")
+  local central = bytes:find("PK\1\2", 1, true)
+  write("crc.npz", patch(bytes, central + 16, "\0\0\0\0"))
+  expect_error(load_npz("crc.npz"), "the CRC-32 of entry '"'"'w.npy'"'"' does not match")'
+npy_check "npz: two entries of one name" '
+  tensor.save_npz(dir .. "/two.npz", {a = tensor.ones(2), b = tensor.ones(2)})
+  write("twice.npz", (read("two.npz"):gsub("b%.npy", "a.npy")))
+  expect_error(load_npz("twice.npz"), "holds two entries named '"'"'a.npy'"'"'")'
+npy_check "npz: an entry that is not .npy" '
+  tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
+  write("txt.npz", (read("one.npz"):gsub("w%.npy", "w.txt")))
+  expect_error(load_npz("txt.npz"), "entry '"'"'w.txt'"'"' is not a .npy file")'
+npy_check "npz: an entry whose .npy lies about its size" '
+  tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
+  local bytes = read("one.npz")
+  local bad = bytes:gsub("%(2,%)", "(9,)")
+  -- the CRC covers the entry: recompute it as a writer that lies would
+  local entry_start = bytes:find("\x93NUMPY", 1, true)
+  local entry = bad:sub(entry_start, entry_start + 128 + 8 - 1)
+  local crc = 0xFFFFFFFF
+  for i = 1, #entry do
+    crc = crc ~ entry:byte(i)
+    for _ = 1, 8 do crc = (crc & 1) == 1 and (0xEDB88320 ~ (crc >> 1)) or (crc >> 1) end
+  end
+  crc = crc ~ 0xFFFFFFFF
+  bad = patch(bad, 15, string.pack("<I4", crc))
+  local central = bad:find("PK\1\2", 1, true)
+  bad = patch(bad, central + 16, string.pack("<I4", crc))
+  write("lying.npz", bad)
+  expect_error(load_npz("lying.npz"), "entry '"'"'w.npy'"'"' announces 9 elements", "holds 8 bytes")'
+npy_check "npz: a directory" 'expect_error(load_npz("dir.npz"), "is a directory")'
 
 # ---------------------------------------------------------------------------
 # The compiled-graph cache: each entry of a filled cache replaced in turn;

@@ -1,0 +1,388 @@
+// csv_reader.cpp - CSV files as RFC 4180 writes them (and spreadsheets
+// export them): fields separated by one delimiter character, records by
+// LF or CRLF; a field in double quotes may hold the delimiter, line breaks
+// and doubled quotes (""). Leniencies, as Python's csv module and pandas
+// have: blank lines are skipped, spaces around a field are trimmed, a quote
+// inside an unquoted field is an ordinary character.
+//
+// Each cell becomes a number: numeric columns parse it (a quoted number is
+// a number), text columns give the string's category code (1, 2 ... in
+// order of first appearance), and a missing cell (empty, NA, NaN) gives NaN.
+#include "interp/csv_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "interp/file_bytes.h"
+#include "interp/lua_tensor_internal.h"
+#include "tensor/array.h"
+
+namespace lazylua {
+namespace {
+
+constexpr const char* kFunction = "data.read_csv";
+
+struct Cell {
+  std::string_view text;
+  bool quoted = false;
+};
+
+// Splits the text into records. A cell's text points into the file, or,
+// when it held doubled quotes, into `unescaped_` (kept for the whole read).
+class Tokenizer {
+ public:
+  Tokenizer(std::string_view text, char delimiter, const std::string& path)
+      : text_(text), delimiter_(delimiter), path_(path) {}
+
+  // The next record's cells, false at the end. record_line(): where it began.
+  bool next(std::vector<Cell>& cells) {
+    cells.clear();
+    while (position_ < text_.size()) {  // skip blank lines
+      const size_t end = line_end(position_);
+      if (!blank(text_.substr(position_, end - position_))) break;
+      position_ = end + 1;
+      line_++;
+    }
+    if (position_ >= text_.size()) return false;
+    record_line_ = line_;
+    while (true) {
+      skip_spaces();
+      if (position_ < text_.size() && text_[position_] == '"') {
+        cells.push_back(quoted_cell());
+      } else {
+        cells.push_back(Cell{plain_cell(), false});
+      }
+      if (position_ >= text_.size()) return true;
+      const char c = text_[position_++];
+      if (c == '\n') {
+        line_++;
+        return true;
+      }
+      // c is the delimiter: another cell follows
+    }
+  }
+
+  int64_t record_line() const { return record_line_; }
+
+ private:
+  size_t line_end(size_t from) const {
+    const size_t end = text_.find('\n', from);
+    return end == std::string_view::npos ? text_.size() : end;
+  }
+  static bool blank(std::string_view line) {
+    for (const char c : line) {
+      if (c != ' ' && c != '\t' && c != '\r') return false;
+    }
+    return true;
+  }
+  void skip_spaces() {
+    while (position_ < text_.size() && (text_[position_] == ' ' || text_[position_] == '\t') &&
+           text_[position_] != delimiter_) {
+      position_++;
+    }
+  }
+
+  // Up to the delimiter or the line's end, trimmed.
+  std::string_view plain_cell() {
+    const size_t start = position_;
+    while (position_ < text_.size() && text_[position_] != delimiter_ && text_[position_] != '\n') {
+      position_++;
+    }
+    std::string_view cell = text_.substr(start, position_ - start);
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\t' || cell.back() == '\r')) {
+      cell.remove_suffix(1);
+    }
+    return cell;
+  }
+
+  Cell quoted_cell() {
+    const int64_t opened_on = line_;
+    const size_t start = ++position_;  // after the opening quote
+    std::string* unescaped = nullptr;
+    size_t piece = start;
+    while (true) {
+      const size_t quote = text_.find('"', position_);
+      if (quote == std::string_view::npos) {
+        fail("{}: '{}' line {}: a quoted field is not closed before the end of the file", kFunction,
+             path_, opened_on);
+      }
+      for (size_t i = position_; i < quote; i++) line_ += text_[i] == '\n';
+      if (quote + 1 < text_.size() && text_[quote + 1] == '"') {  // "" stands for "
+        if (!unescaped) unescaped = &unescaped_.emplace_back();
+        unescaped->append(text_.substr(piece, quote + 1 - piece));
+        position_ = piece = quote + 2;
+        continue;
+      }
+      position_ = quote + 1;
+      std::string_view cell = text_.substr(start, quote - start);
+      if (unescaped) {
+        unescaped->append(text_.substr(piece, quote - piece));
+        cell = *unescaped;
+      }
+      // Only spaces may stand between the closing quote and the delimiter.
+      while (position_ < text_.size() && text_[position_] != delimiter_ &&
+             (text_[position_] == ' ' || text_[position_] == '\t' || text_[position_] == '\r')) {
+        position_++;
+      }
+      if (position_ < text_.size() && text_[position_] != delimiter_ && text_[position_] != '\n') {
+        fail(
+            "{}: '{}' line {}: '{}' after a closing quote (a quote inside a quoted field is "
+            "written \"\")",
+            kFunction, path_, line_, text_[position_]);
+      }
+      return Cell{cell, true};
+    }
+  }
+
+  std::string_view text_;
+  char delimiter_;
+  const std::string& path_;
+  size_t position_ = 0;
+  int64_t line_ = 1;
+  int64_t record_line_ = 1;
+  std::deque<std::string> unescaped_;  // a deque: growing it moves no string
+};
+
+// A number in C syntax without locale: "1", "-2.5e3", "+4", "nan", "inf".
+std::optional<double> parse_number(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// An integer field exactly (from its digits, so values beyond 2^53 stay
+// exact), or a number that is a whole value in int64's range ("1e3").
+std::optional<int64_t> parse_integer(std::string_view text, double value) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  int64_t integer = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), integer);
+  if (error == std::errc() && end == text.data() + text.size()) return integer;
+  if (std::floor(value) == value && std::fabs(value) < 9.2e18) return static_cast<int64_t>(value);
+  return std::nullopt;
+}
+
+bool is_missing(std::string_view text) {
+  return text.empty() || text == "NA" || text == "NaN";
+}
+
+// A cell as an error message shows it: at most 40 bytes, anything but
+// printable ASCII escaped (a binary file's garbage, a 100 MB cell).
+std::string cell_text(std::string_view cell) {
+  constexpr size_t kShown = 40;
+  std::string text;
+  for (size_t i = 0; i < cell.size() && i < kShown; i++) {
+    const unsigned char c = static_cast<unsigned char>(cell[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      text += static_cast<char>(c);
+    } else {
+      text += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (cell.size() > kShown) text += fmt::format("... ({} bytes)", cell.size());
+  return text;
+}
+
+// The columns opts.text names (a list of indices or header names), as a
+// flag per 0-based column.
+std::vector<bool> text_columns(lua_State* L, int arg, const std::vector<std::string>& names,
+                               bool has_header) {
+  std::vector<bool> chosen(names.size(), false);
+  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, arg));
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, arg, i);
+    if (lua_isinteger(L, -1)) {
+      const lua_Integer column = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      if (column < 1)
+        fail("{}: opts.text[{}] is column {}; columns count from 1", kFunction, i, column);
+      if (static_cast<size_t>(column) > chosen.size()) chosen.resize(static_cast<size_t>(column));
+      chosen[static_cast<size_t>(column - 1)] = true;
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+      const std::string name = lua_tostring(L, -1);
+      lua_pop(L, 1);
+      if (!has_header) {
+        fail("{}: opts.text names column '{}', but the file has no header (header = true?)",
+             kFunction, name);
+      }
+      size_t found = 0;
+      while (found < names.size() && names[found] != name) found++;
+      if (found == names.size())
+        fail("{}: opts.text names column '{}', not in the header", kFunction, name);
+      chosen[found] = true;
+    } else {
+      const char* type = luaL_typename(L, -1);
+      lua_pop(L, 1);
+      fail("{}: opts.text[{}] is a {}; columns are named by index or header name", kFunction, i,
+           type);
+    }
+  }
+  return chosen;
+}
+
+}  // namespace
+
+int read_csv(lua_State* L) {
+  using binding::type_error;
+  if (lua_type(L, 1) != LUA_TSTRING) type_error(L, 1, kFunction, "string");
+  const std::string path = lua_tostring(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING || lua_rawlen(L, 2) != 1) {
+    fail("{}: the delimiter must be one character", kFunction);
+  }
+  const char delimiter = lua_tostring(L, 2)[0];
+  if (delimiter == '"' || delimiter == '\n' || delimiter == '\r') {
+    fail("{}: the delimiter cannot be a quote or a line break", kFunction);
+  }
+  const bool has_header = lua_toboolean(L, 3);
+  const DType dtype = lua_isnoneornil(L, 4) ? DType::f32 : parse_dtype(lua_tostring(L, 4));
+  const bool auto_text = lua_type(L, 5) == LUA_TBOOLEAN && lua_toboolean(L, 5);
+  if (!lua_isnoneornil(L, 5) && lua_type(L, 5) != LUA_TTABLE && lua_type(L, 5) != LUA_TBOOLEAN) {
+    fail("{}: opts.text must be true or a list of columns, got {}", kFunction, luaL_typename(L, 5));
+  }
+
+  const HostBytes file = read_file_bytes(path, kFunction);
+  std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the
+  // first cell: kept, it would be glued to the first column's name.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+
+  std::vector<Cell> cells;
+  std::vector<std::string> names;
+  int64_t columns = -1, first_line = 0;
+  auto check_width = [&](const Tokenizer& tokens) {
+    if (columns < 0) {
+      columns = static_cast<int64_t>(cells.size());
+      first_line = tokens.record_line();
+    } else if (static_cast<int64_t>(cells.size()) != columns) {
+      fail("{}: '{}' line {}: {} values, expected {} (as in line {})", kFunction, path,
+           tokens.record_line(), cells.size(), columns, first_line);
+    }
+  };
+  // Pass 1, only for text = true: which columns hold words.
+  std::vector<bool> is_text;
+  {
+    Tokenizer tokens(text, delimiter, path);
+    if (has_header && tokens.next(cells)) {
+      for (const Cell& cell : cells) names.emplace_back(cell.text);
+      check_width(tokens);
+    }
+    if (auto_text) {
+      while (tokens.next(cells)) {
+        check_width(tokens);
+        if (is_text.size() < cells.size()) is_text.resize(cells.size());
+        for (size_t c = 0; c < cells.size(); c++) {
+          if (!is_text[c] && !is_missing(cells[c].text) && !parse_number(cells[c].text)) {
+            is_text[c] = true;
+          }
+        }
+      }
+    }
+  }
+  if (lua_type(L, 5) == LUA_TTABLE) is_text = text_columns(L, 5, names, has_header);
+  if (columns >= 0 && static_cast<int64_t>(is_text.size()) > columns) {
+    fail("{}: opts.text names column {}; the file has {}", kFunction, is_text.size(), columns);
+  }
+
+  // Pass 2: the values.
+  const bool integer_dtype = is_integral(dtype);
+  const bool bool_dtype = dtype == DType::boolean;
+  std::vector<double> values;
+  std::vector<int64_t> integers;
+  std::vector<std::unordered_map<std::string_view, int64_t>> codes(is_text.size());
+  std::vector<std::vector<std::string_view>> categories(is_text.size());
+  Tokenizer tokens(text, delimiter, path);
+  if (has_header) tokens.next(cells);
+  while (tokens.next(cells)) {
+    check_width(tokens);
+    for (size_t c = 0; c < cells.size(); c++) {
+      const std::string_view cell = cells[c].text;
+      const int64_t line = tokens.record_line();
+      if (is_missing(cell)) {
+        if (integer_dtype || bool_dtype) {
+          fail(
+              "{}: '{}' line {}, column {}: a missing value ('{}'); {} cannot hold NaN (read "
+              "with dtype f32 or f64)",
+              kFunction, path, line, c + 1, cell_text(cell), dtype_name(dtype));
+        }
+        values.push_back(std::numeric_limits<double>::quiet_NaN());
+        continue;
+      }
+      if (c < is_text.size() && is_text[c]) {
+        auto [entry, added] =
+            codes[c].try_emplace(cell, static_cast<int64_t>(categories[c].size()) + 1);
+        if (added) categories[c].push_back(cell);
+        values.push_back(static_cast<double>(entry->second));
+        if (integer_dtype) integers.push_back(entry->second);
+        continue;
+      }
+      const std::optional<double> value = parse_number(cell);
+      if (!value) {
+        fail(
+            "{}: '{}' line {}, column {}: '{}' is not a number (list the column in opts.text "
+            "to read it as categories)",
+            kFunction, path, line, c + 1, cell_text(cell));
+      }
+      if (integer_dtype) {
+        const std::optional<int64_t> integer = parse_integer(cell, *value);
+        if (!integer || (dtype == DType::i32 && (*integer < INT32_MIN || *integer > INT32_MAX))) {
+          fail("{}: '{}' line {}, column {}: '{}' is not an integer in the range of {}", kFunction,
+               path, line, c + 1, cell_text(cell), dtype_name(dtype));
+        }
+        integers.push_back(*integer);
+      }
+      values.push_back(*value);
+    }
+  }
+
+  const int64_t width = std::max<int64_t>(columns, 0);
+  const int64_t rows = width == 0 ? 0 : static_cast<int64_t>(values.size()) / width;
+  Array out = Array::empty(Shape{rows, width}, dtype, kFunction);
+  visit_dtype(dtype, [&](auto zero) {
+    using Out = decltype(zero);
+    Out* data = out.data<Out>();
+    for (size_t i = 0; i < values.size(); i++) {
+      if constexpr (std::is_same_v<Out, bool>) {
+        data[i] = values[i] != 0;
+      } else if (integer_dtype) {
+        data[i] = static_cast<Out>(integers[i]);
+      } else {
+        data[i] = static_cast<Out>(values[i]);
+      }
+    }
+  });
+  push_tensor(L, std::move(out));
+  if (has_header) {
+    lua_createtable(L, static_cast<int>(names.size()), 0);
+    for (size_t i = 0; i < names.size(); i++) {
+      lua_pushlstring(L, names[i].data(), names[i].size());
+      lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    }
+  } else {
+    lua_pushnil(L);
+  }
+  lua_createtable(L, 0, 0);
+  for (size_t c = 0; c < is_text.size(); c++) {
+    if (!is_text[c]) continue;
+    lua_createtable(L, static_cast<int>(categories[c].size()), 0);
+    for (size_t i = 0; i < categories[c].size(); i++) {
+      lua_pushlstring(L, categories[c][i].data(), categories[c][i].size());
+      lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+    }
+    lua_rawseti(L, -2, static_cast<lua_Integer>(c + 1));
+  }
+  return 3;
+}
+
+}  // namespace lazylua
