@@ -19,6 +19,7 @@ packages=(
   clang-format
   jq
   dataset-fashion-mnist
+  wamerican
 )
 
 missing=()
