@@ -20,7 +20,8 @@ return function(nn)
 
   function MultiheadAttention:init(embed_dim, num_heads, options)
     local name = "MultiheadAttention"
-    for what, value in pairs({embed_dim = embed_dim, num_heads = num_heads}) do
+    for _, pair in ipairs({{"embed_dim", embed_dim}, {"num_heads", num_heads}}) do
+      local what, value = pair[1], pair[2]
       if math.type(value) ~= "integer" or value < 1 then
         error(string.format("%s: %s must be a positive integer, got %s", name, what, tostring(value)), 3)
       end
@@ -61,7 +62,8 @@ return function(nn)
     local name = "MultiheadAttention"
     key, value = key or query, value or key or query
     local embed = self.embed_dim
-    for what, t in pairs({query = query, key = key, value = value}) do
+    for _, pair in ipairs({{"query", query}, {"key", key}, {"value", value}}) do
+      local what, t = pair[1], pair[2]
       if not tensor.is_tensor(t) or t:dim() ~= 3 or t:size(3) ~= embed then
         error(string.format("%s: expected %s [%s, %d], got %s", name, what,
           self.batch_first and "N, len" or "len, N", embed, shape_text(t)), 2)

@@ -14,7 +14,8 @@ return function(nn)
     local allowed = {num_layers = true, batch_first = true, bias = true}
 
     function class:init(input_size, hidden_size, options)
-      for what, value in pairs({input_size = input_size, hidden_size = hidden_size}) do
+      for _, pair in ipairs({{"input_size", input_size}, {"hidden_size", hidden_size}}) do
+        local what, value = pair[1], pair[2]
         if math.type(value) ~= "integer" or value < 1 then
           error(string.format("%s: %s must be a positive integer, got %s", kind, what, tostring(value)), 3)
         end
