@@ -179,11 +179,12 @@ local function evaluate(set)
       local n = math.min(chunk, rows - first + 1)
       local loss, chars = batch_loss(inputs:narrow(1, first, n), targets:narrow(1, first, n),
         mask:narrow(1, first, n))
-      total, count = total + loss:item(), count + chars:item()
+      total, count = loss + total, chars + count
+      tensor.mark_step()  -- one chunk a graph; the sums are read once at the end
     end
   end)
   model:train()
-  return total / count
+  return total:item() / count:item()
 end
 
 -- ---------------------------------------------------------------------------
@@ -240,6 +241,7 @@ local function sample_batch(n)
     for _ = 1, length do
       local logits
       logits, h, c = model(tokens, h, c)
+      tensor.mark_step()  -- each character needs the last one: one graph a character
       local probs = logits:reshape(n, CLASSES):softmax(2):tolist()
       local next = {}
       for i = 1, n do
