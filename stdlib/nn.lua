@@ -101,28 +101,30 @@ local function visit_parameters(module, prefix, seen, f)
   end
 end
 
--- The same for parameters, then buffers: everything a state_dict holds.
+-- The same for buffers.
+local function visit_buffers(module, prefix, seen, f)
+  for _, name in ipairs(module._buffer_names or {}) do
+    local t = module._buffers[name]
+    if not seen[t] then
+      seen[t] = true
+      f(prefix .. name, t, module, name)
+    end
+  end
+  for _, name in ipairs(module._module_names) do
+    visit_buffers(module._modules[name], prefix .. name .. ".", seen, f)
+  end
+end
+
+-- Parameters, then buffers: everything a state_dict holds.
 local function visit_state(module, prefix, seen, f)
   visit_parameters(module, prefix, seen, f)
-  local function buffers(m, p)
-    for _, name in ipairs(m._buffer_names or {}) do
-      local t = m._buffers[name]
-      if not seen[t] then
-        seen[t] = true
-        f(p .. name, t, m, name)
-      end
-    end
-    for _, name in ipairs(m._module_names) do buffers(m._modules[name], p .. name .. ".") end
-  end
-  buffers(module, prefix)
+  visit_buffers(module, prefix, seen, f)
 end
 
 -- An array of {name, tensor} pairs of the buffers ("1.running_mean" ...).
 function Module:named_buffers()
   local list = {}
-  visit_state(self, "", {}, function(name, t, owner, field)
-    if (owner._buffers or {})[field] == t then list[#list + 1] = {name, t} end
-  end)
+  visit_buffers(self, "", {}, function(name, t) list[#list + 1] = {name, t} end)
   return list
 end
 
