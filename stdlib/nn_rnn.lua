@@ -11,7 +11,7 @@ return function(nn)
   local function recurrent(kind, gate_count)
     local class = nn.class(kind)
     nn[kind] = class
-    local allowed = {num_layers = true, batch_first = true, bias = true}
+    local allowed = {num_layers = true, batch_first = true, bias = true, dropout = true}
 
     function class:init(input_size, hidden_size, options)
       for _, pair in ipairs({{"input_size", input_size}, {"hidden_size", hidden_size}}) do
@@ -26,6 +26,10 @@ return function(nn)
         error(string.format("%s: num_layers must be a positive integer, got %s", kind, tostring(layers)), 3)
       end
       self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, layers
+      self.dropout = options.dropout or 0
+      if type(self.dropout) ~= "number" or self.dropout < 0 or self.dropout >= 1 then
+        error(string.format("%s: dropout must be a number in [0, 1), got %s", kind, tostring(self.dropout)), 3)
+      end
       self.batch_first = options.batch_first == true
       self.bias = options.bias ~= false
       -- As PyTorch: every weight and bias uniform in +-1/sqrt(hidden_size).
@@ -112,6 +116,11 @@ return function(nn)
         local final, ys = run_layer(self, k - 1, x, state)
         hs[k], cs[k] = final.h, final.c
         x = ys
+        if k < layers and self.training and self.dropout > 0 then
+          -- As PyTorch: dropout on the outputs of every layer but the last.
+          local keep = tensor.rand(x:size(), {dtype = x:dtype()}):ge(self.dropout)
+          x = x * keep:to(x:dtype()) * (1 / (1 - self.dropout))
+        end
       end
       local h_n, c_n = tensor.stack(hs, 1), kind == "LSTM" and tensor.stack(cs, 1) or nil
       if unbatched then
@@ -128,6 +137,7 @@ return function(nn)
       local text = string.format("%d, %d", self.input_size, self.hidden_size)
       if self.num_layers > 1 then text = text .. ", num_layers=" .. self.num_layers end
       if self.batch_first then text = text .. ", batch_first=true" end
+      if self.dropout > 0 then text = text .. ", dropout=" .. self.dropout end
       if not self.bias then text = text .. ", bias=false" end
       return text
     end

@@ -134,7 +134,31 @@ for _, kind in ipairs({"LSTM", "GRU"}) do
   end)
 end
 
+h.test("dropout between layers: training only, reproducible from the seed", function()
+  local m = model("GRU", {num_layers = 2, dropout = 0.5})
+  local x, h0 = fill({5, 2, 3}, 7, 23), fill({2, 2, 4}, 3, 13) * 0.5
+  m:eval()
+  h.near(m(x, h0), ref.GRU.y, TOL)
+  m:train()
+  tensor.manual_seed(4)
+  local a = m(x, h0):tolist()
+  tensor.manual_seed(4)
+  h.near(m(x, h0), a, {rel = 0, abs = 0})
+  local differs = false
+  for i, v in ipairs(h.flatten(a)) do
+    if math.abs(v - h.flatten(ref.GRU.y)[i]) > 1e-3 then differs = true end
+  end
+  assert(differs, "dropout changed nothing in training mode")
+  -- one layer: nothing to drop between layers
+  local single = nn.GRU(3, 4, {dropout = 0.5})
+  tensor.manual_seed(5)
+  local y1 = single(x):tolist()
+  single:eval()
+  h.near(single(x), y1, {rel = 0, abs = 0})
+end)
+
 h.test("errors", function()
+  h.err(function() nn.LSTM(3, 4, {dropout = 1}) end, "LSTM: dropout must be a number in [0, 1), got 1")
   h.err(function() nn.LSTM(0, 4) end, "LSTM: input_size must be a positive integer, got 0")
   h.err(function() nn.GRU(3, 4, {num_layers = 0}) end, "GRU: num_layers must be a positive integer, got 0")
   h.err(function() nn.GRU(3, 4, {layers = 2}) end, "GRU: unknown option 'layers'")
