@@ -46,6 +46,8 @@ function Module:init()
   rawset(self, "_parameters", {})
   rawset(self, "_module_names", {})
   rawset(self, "_modules", {})
+  rawset(self, "_buffer_names", {})
+  rawset(self, "_buffers", {})
   rawset(self, "training", true)
 end
 
@@ -59,6 +61,17 @@ function Module:register_parameter(name, t)
   if t:is_leaf() and not t:requires_grad() then t:requires_grad(true) end
   if self._parameters[name] == nil then table.insert(self._parameter_names, name) end
   self._parameters[name] = t
+  rawset(self, name, t)
+  return t
+end
+
+-- Registers (or replaces) a buffer: a tensor that is part of the state
+-- (state_dict, load_state_dict) but not a parameter (no gradient, not in
+-- parameters()), such as BatchNorm's running statistics.
+function Module:register_buffer(name, t)
+  if not tensor.is_tensor(t) then error("register_buffer: '" .. tostring(name) .. "' is not a tensor", 2) end
+  if self._buffers[name] == nil then table.insert(self._buffer_names, name) end
+  self._buffers[name] = t
   rawset(self, name, t)
   return t
 end
@@ -86,6 +99,39 @@ local function visit_parameters(module, prefix, seen, f)
   for _, name in ipairs(module._module_names) do
     visit_parameters(module._modules[name], prefix .. name .. ".", seen, f)
   end
+end
+
+-- The same for buffers.
+local function visit_buffers(module, prefix, seen, f)
+  for _, name in ipairs(module._buffer_names or {}) do
+    local t = module._buffers[name]
+    if not seen[t] then
+      seen[t] = true
+      f(prefix .. name, t, module, name)
+    end
+  end
+  for _, name in ipairs(module._module_names) do
+    visit_buffers(module._modules[name], prefix .. name .. ".", seen, f)
+  end
+end
+
+-- Parameters, then buffers: everything a state_dict holds.
+local function visit_state(module, prefix, seen, f)
+  visit_parameters(module, prefix, seen, f)
+  visit_buffers(module, prefix, seen, f)
+end
+
+-- An array of {name, tensor} pairs of the buffers ("1.running_mean" ...).
+function Module:named_buffers()
+  local list = {}
+  visit_buffers(self, "", {}, function(name, t) list[#list + 1] = {name, t} end)
+  return list
+end
+
+function Module:buffers()
+  local list = {}
+  for i, pair in ipairs(self:named_buffers()) do list[i] = pair[2] end
+  return list
 end
 
 function Module:parameters()
@@ -123,18 +169,18 @@ end
 -- name -> tensor (detached: saving it does not keep gradients alive).
 function Module:state_dict()
   local state = {}
-  visit_parameters(self, "", {}, function(name, t) state[name] = t:detach() end)
+  visit_state(self, "", {}, function(name, t) state[name] = t:detach() end)
   return state
 end
 
--- Copies values into the parameters. strict (default true): every
+-- Copies values into the parameters and buffers. strict (default true): every
 -- parameter present, no unknown names. Shapes must match.
 function Module:load_state_dict(state, strict)
   if type(state) ~= "table" then error("load_state_dict: expected a table of tensors", 2) end
   if strict == nil then strict = true end
   local known = {}
   local problems = {}
-  visit_parameters(self, "", {}, function(name, t)
+  visit_state(self, "", {}, function(name, t)
     known[name] = true
     local value = state[name]
     if value == nil then
@@ -156,7 +202,7 @@ function Module:load_state_dict(state, strict)
   end
   if #problems > 0 then error("load_state_dict: " .. table.concat(problems, "; "), 2) end
   tensor.no_grad(function()
-    visit_parameters(self, "", {}, function(name, t)
+    visit_state(self, "", {}, function(name, t)
       if state[name] ~= nil then t:copy_(state[name]) end
     end)
   end)
@@ -525,8 +571,13 @@ function ScanLayers:extra_repr()
   return string.format("%d x %s", self.count, getmetatable(self.template).__name)
 end
 
--- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua).
+-- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua); batch
+-- normalization (nn_norm.lua); LSTM and GRU (nn_rnn.lua); attention and
+-- the transformer encoder layer (nn_attention.lua).
 require("nn_conv")(nn)
 require("nn_loss")(nn)
+require("nn_norm")(nn)
+require("nn_rnn")(nn)
+require("nn_attention")(nn)
 
 return nn

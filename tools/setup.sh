@@ -20,6 +20,7 @@ packages=(
   jq
   python3-numpy
   dataset-fashion-mnist
+  wamerican
 )
 
 missing=()
