@@ -574,10 +574,10 @@ end
 -- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua); batch
 -- normalization (nn_norm.lua); LSTM and GRU (nn_rnn.lua); attention and
 -- the transformer encoder layer (nn_attention.lua).
-require("nn_conv")(nn)
-require("nn_loss")(nn)
-require("nn_norm")(nn)
-require("nn_rnn")(nn)
-require("nn_attention")(nn)
+require("lazylua.nn_conv")(nn)
+require("lazylua.nn_loss")(nn)
+require("lazylua.nn_norm")(nn)
+require("lazylua.nn_rnn")(nn)
+require("lazylua.nn_attention")(nn)
 
 return nn

@@ -421,6 +421,6 @@ function optim.clip_grad_value_(params, clip_value)
   end)
 end
 
-require("optim_schedules")(optim)
+require("lazylua.optim_schedules")(optim)
 
 return optim
