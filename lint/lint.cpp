@@ -37,11 +37,14 @@ bool is_tensor(const Value& v) {
 
 // The tensor module's functions that make no tensor (and do not record).
 const std::set<std::string_view> kTensorModuleMeta = {
-    "mark_step", "sync",    "metrics", "reset_metrics", "manual_seed", "config",
-    "ir",        "dot",     "code",    "save",          "load",        "no_grad",
-    "is_tensor", "explain", "report",  "profile",       "pending",     "profile_report"};
+    "mark_step", "sync", "metrics", "reset_metrics", "manual_seed", "config", "ir", "dot", "code",
+    "save", "load", "no_grad", "is_tensor", "explain", "report", "profile", "pending",
+    "profile_report",
+    // Results that are Lua values or tables of tensors, not one tensor.
+    "get_rng_state", "set_rng_state", "save_npy", "save_npz", "load_npz", "allclose", "chunk",
+    "split", "unbind", "meshgrid"};
 // Tensor methods that read a value into Lua: each is a sync.
-const std::set<std::string_view> kSyncMethods = {"item", "tolist"};
+const std::set<std::string_view> kSyncMethods = {"item", "tolist", "allclose"};
 // Tensor methods that read only metadata (no sync, no record).
 const std::set<std::string_view> kMetadataMethods = {"size",  "dim",  "numel",         "nelement",
                                                      "dtype", "type", "is_contiguous", "stride"};
