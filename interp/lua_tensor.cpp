@@ -10,6 +10,7 @@
 
 #include "interp/coroutines.h"
 #include "interp/embedded_stdlib.h"
+#include "interp/error_position.h"
 #include "interp/lua_checkpoint.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/state_data.h"
@@ -180,24 +181,6 @@ int tensor_lt(lua_State* L) {
 int tensor_le(lua_State* L) {
   lua_pushboolean(L, less(comparison_operand(L, 1, "<="), comparison_operand(L, 2, "<="), true));
   return 1;
-}
-
-// The nearest Lua function on the stack above the running C function (for
-// print(t), whose __tostring is ours, the caller of print) outside the
-// embedded stdlib (chunks "@stdlib/..."), or the nearest one when all are
-// inside: an op that nn or optim records, or an error one of their tensor
-// ops raises, is located at the script's line that called them.
-bool nearest_user_frame(lua_State* L, lua_Debug* info) {
-  bool found = false;
-  lua_Debug frame;
-  for (int level = 1; level < 24 && lua_getstack(L, level, &frame); level++) {
-    if (!lua_getinfo(L, "Sl", &frame) || frame.currentline <= 0) continue;
-    const bool user = std::strncmp(frame.source, "@stdlib/", 8) != 0;
-    if (!found || user) *info = frame;
-    found = true;
-    if (user) return true;
-  }
-  return found;
 }
 
 // Where the running Lua code is. The chunk name is interned once per source
@@ -432,12 +415,8 @@ int run_guarded(lua_State* L, Body body) {
     std::snprintf(message, sizeof message, "%s", error.what());
   }
   if (interrupted) interrupt_delivered(L);
-  lua_Debug info;
-  if (nearest_user_frame(L, &info)) {
-    lua_pushfstring(L, "%s:%d: %s", info.short_src, info.currentline, message);
-  } else {
-    lua_pushstring(L, message);
-  }
+  // At the user's line, naming the Sequential layer an nn model failed in.
+  push_positioned_message(L, message, !interrupted);
   return lua_error(L);
 }
 

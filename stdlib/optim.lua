@@ -32,8 +32,10 @@ local function number_option(options, key, default, name, low)
   local value = options[key]
   if value == nil then value = default end
   if type(value) ~= "number" or value ~= value or (low and value < low) then
+    local got = type(value) == "string" and string.format("string %q", value)
+      or type(value) == "number" and tostring(value) or type(value)
     error(string.format("%s: %s must be a number%s, got %s", name, key,
-      low and (" >= " .. low) or "", tostring(value)), 4)
+      low and (" >= " .. low) or "", got), 4)
   end
   return value
 end
