@@ -54,10 +54,20 @@ Tensor fill_value(lua_State* L, int arg, const Tensor& self, const char* functio
   return value->dtype == self->dtype ? value : autograd::cast(value, self->dtype);
 }
 
+// Whether a tensor of shape `from` broadcasts to `to` (NumPy's rules).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.rank() > to.rank()) return false;
+  for (int d = 1; d <= from.rank(); d++) {
+    const int64_t extent = from[from.rank() - d];
+    if (extent != 1 && extent != to[to.rank() - d]) return false;
+  }
+  return true;
+}
+
 // The mask of masked_fill broadcasts to the tensor (not the other way).
 void check_mask_broadcasts(const Tensor& self, const Tensor& mask, const char* function) {
   check_mask(mask, function);
-  if (broadcast_shapes(self->shape, mask->shape, function) != self->shape) {
+  if (!broadcasts_to(mask->shape, self->shape)) {
     fail("{}: a mask of shape {} does not broadcast to the tensor's shape {}", function,
          shape_string(mask->shape), shape_string(self->shape));
   }
@@ -172,7 +182,7 @@ void mask_assign(lua_State* L, const Tensor& self, const Tensor& mask, int value
   if (numel(values->shape) == numel(selected) && values->shape != selected) {
     values = reshape(values, selected);
   } else if (values->shape != selected) {
-    if (broadcast_shapes(values->shape, selected, "newindex") != selected) {
+    if (!broadcasts_to(values->shape, selected)) {
       fail("newindex: a value of shape {} does not fit the {} selected elements (shape {})",
            shape_string(values->shape), numel(selected), shape_string(selected));
     }
