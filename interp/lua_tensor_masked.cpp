@@ -16,8 +16,9 @@ namespace {
 
 void check_mask(const Tensor& mask, const char* function) {
   if (mask->dtype != DType::boolean) {
-    fail("{}: the mask must be a bool tensor, got {} (make one with a comparison, e.g. t:gt(0))",
-         function, dtype_name(mask->dtype));
+    fail("{}: the mask must be a bool tensor, got {} (make one with a comparison, e.g. t:gt(0){})",
+         function, dtype_name(mask->dtype),
+         is_floating(mask->dtype) ? "" : "; for integer indices use t:index_select(dim, index)");
   }
 }
 

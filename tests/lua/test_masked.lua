@@ -149,7 +149,8 @@ end)
 
 h.test("bad masks and values are errors", function()
   local t = sample()
-  h.err(function() local _ = t[tensor.new({1, 0})] end, "must be a bool tensor", "i64")
+  h.err(function() local _ = t[tensor.new({1, 0})] end, "must be a bool tensor", "i64",
+    "t:index_select(dim, index)")
   h.err(function() t:masked_fill(tensor.new({1, 0, 1}), 0) end, "masked_fill", "bool tensor")
   h.err(function() local _ = t[tensor.new({true, false, true})] end,
     "does not match the leading dims", "[3]", "[2, 3]")
