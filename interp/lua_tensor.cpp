@@ -126,7 +126,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   for (const FieldHint& entry : kFieldHints) {
     if (field == entry.field) fail("index: a tensor has no field '{}': {}", field, entry.hint);
   }
-  const size_t allowed = field.size() <= 4 ? 1 : 2;
+  // One or two letters are too short to guess from.
+  const size_t allowed = field.size() <= 2 ? 0 : field.size() <= 4 ? 1 : 2;
   std::string best;
   size_t best_distance = allowed + 1;
   lua_pushnil(L);
@@ -140,7 +141,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
       best = name;
     }
   }
-  if (best_distance <= allowed) {
+  if (allowed > 0 && best_distance <= allowed) {
     fail("index: a tensor has no field or method '{}'; did you mean '{}'?", field, best);
   }
   fail("index: a tensor has no field or method '{}'", field);
