@@ -64,7 +64,7 @@ function Module:register_parameter(name, t)
 end
 
 function Module:add_module(name, module)
-  if getmetatable(module) == nil or module.parameters == nil then
+  if type(module) ~= "table" or getmetatable(module) == nil or module.parameters == nil then
     error("add_module: '" .. tostring(name) .. "' is not a module", 2)
   end
   if self._modules[name] == nil then table.insert(self._module_names, name) end

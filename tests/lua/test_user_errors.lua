@@ -111,6 +111,7 @@ h.test("nn.Sequential rejects nil and non-module arguments by position", functio
   h.eq(#nn.Sequential(nn.Linear(2, 3), nn.ReLU()), 2)
   h.eq(#nn.Sequential({nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1)}), 3)
   h.eq(#nn.Sequential(), 0)
+  h.err(function() nn.Sequential():add_module("x", tensor.zeros(2)) end, "add_module: 'x' is not a module")
 end)
 
 h.test("errors inside nn and optim name this file's line", function()
