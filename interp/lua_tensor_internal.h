@@ -76,6 +76,9 @@ Tensor mask_index(const Tensor& self, const Tensor& mask);
 // t[mask] = value (the Lua value at `value_arg`: a number, or a tensor that
 // broadcasts to the selected slices or has their number of elements).
 void mask_assign(lua_State* L, const Tensor& self, const Tensor& mask, int value_arg);
+// tensor.where(cond) with one argument: one i64 tensor per dim of cond, the
+// 1-based indices of its non-zero elements (torch.where(cond)). Reads cond.
+int where_indices(lua_State* L);
 // Pushes the table t:size() returns ({2, 3}), which prints as "{2, 3}" and
 // compares by value with ==.
 void push_size_table(lua_State* L, const Shape& shape);

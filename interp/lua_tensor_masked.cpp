@@ -108,26 +108,38 @@ int masked_select(lua_State* L) {
   return 1;
 }
 
-// t:nonzero(): i64 [n, t:dim()], the 1-based indices of the non-zero
-// elements in row-major order. Reads t.
-int nonzero(lua_State* L) {
-  const Tensor& self = check_tensor(L, 1, "nonzero");
+// The 1-based indices of the non-zero elements of t in row-major order, n
+// rows of t:dim() each, flat, and n. Reads t.
+struct NonzeroIndices {
+  int64_t count = 0;
+  std::vector<int64_t> indices;
+};
+
+NonzeroIndices nonzero_indices(const Tensor& self) {
   const Array data = contiguous(ops::cast(observe(self, SyncCause::host_read), DType::boolean));
   const bool* values = data.data<bool>();
   const int rank = self->shape.rank();
-  int64_t count = 0;
-  for (int64_t i = 0; i < data.numel(); i++) count += values[i] ? 1 : 0;
-  Array result = Array::empty(Shape{count, rank}, DType::i64, "nonzero");
-  int64_t* out = result.data<int64_t>();
+  NonzeroIndices result;
+  std::vector<int64_t>& indices = result.indices;
   for (int64_t i = 0; i < data.numel(); i++) {
     if (!values[i]) continue;
+    result.count++;
+    indices.resize(indices.size() + rank);
     int64_t rest = i;
     for (int d = rank - 1; d >= 0; d--) {
-      out[d] = rest % self->shape[d] + 1;
+      indices[indices.size() - rank + d] = rest % self->shape[d] + 1;
       rest /= self->shape[d];
     }
-    out += rank;
   }
+  return result;
+}
+
+// t:nonzero(): i64 [n, t:dim()].
+int nonzero(lua_State* L) {
+  const Tensor& self = check_tensor(L, 1, "nonzero");
+  const NonzeroIndices found = nonzero_indices(self);
+  Array result = Array::empty(Shape{found.count, self->shape.rank()}, DType::i64, "nonzero");
+  std::copy(found.indices.begin(), found.indices.end(), result.data<int64_t>());
   push_tensor(L, std::move(result));
   return 1;
 }
@@ -198,6 +210,20 @@ void mask_assign(lua_State* L, const Tensor& self, const Tensor& mask, int value
       expand(scalar_tensor(self->context.get(), ops::Scalar::from_integer(0), self->dtype), rows);
   const Tensor scattered = scatter_add(zeros, 0, spread, values);
   copy_(self, where(wide_mask, reshape(scattered, self->shape), self));
+}
+
+int where_indices(lua_State* L) {
+  const Tensor& cond = check_tensor(L, 1, "where");
+  const int rank = cond->shape.rank();
+  if (rank == 0) fail("where: a 0-d condition has no indices (use cond:item())");
+  const NonzeroIndices found = nonzero_indices(cond);
+  for (int d = 0; d < rank; d++) {
+    Array column = Array::empty(Shape{found.count}, DType::i64, "where");
+    int64_t* out = column.data<int64_t>();
+    for (int64_t row = 0; row < found.count; row++) out[row] = found.indices[row * rank + d];
+    push_tensor(L, std::move(column));
+  }
+  return rank;
 }
 
 void register_masked_methods(lua_State* L) {
