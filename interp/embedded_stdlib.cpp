@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "interp/error_position.h"
 #include "interp/stdlib_native.h"
 
 namespace lazylua {
@@ -76,6 +77,9 @@ int search_embedded(lua_State* L) {
     return luaL_error(L, "error loading module '%s' from embedded file '%s':\n\t%s", name,
                       module->chunk_name + 1, lua_tostring(L, -1));
   }
+  // Its errors name the user's line (error_position.h).
+  push_stdlib_environment(L);
+  lua_setupvalue(L, -2, 1);                   // _ENV
   lua_pushstring(L, module->chunk_name + 1);  // "stdlib/nn.lua", without the '@'
   return 2;
 }

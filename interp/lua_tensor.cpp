@@ -5,11 +5,16 @@
 #include "compiler/native_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "interp/coroutines.h"
 #include "interp/embedded_stdlib.h"
+#include "interp/error_position.h"
 #include "interp/lua_checkpoint.h"
 #include "interp/lua_npy.h"
 #include "interp/lua_tensor_internal.h"
@@ -82,24 +87,138 @@ Tensor index_view(lua_State* L, const Tensor& base, int key, const char* functio
   return autograd::select(base, 0, normalize_index(index, base->shape[0], function));
 }
 
+// Hints for the fields that PyTorch and NumPy users reach for.
+struct FieldHint {
+  const char* field;
+  const char* hint;
+};
+constexpr FieldHint kFieldHints[] = {
+    {"shape", "use t:size() (a table of extents) or t:size(d)"},
+    {"T", "use t:t() (2-D) or t:transpose(d1, d2)"},
+    {"mT", "use t:transpose(-2, -1)"},
+    {"ndim", "use t:dim()"},
+    {"data", "use t:detach() (the values without gradient history)"},
+    {"device", "lazylua tensors are in host memory (there is no device)"},
+};
+
+// The edit distance between a and b, a transposition of neighbours
+// counting as one edit ("sahpe" is one edit from "shape").
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); i++) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); j++) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); i++) {
+    for (size_t j = 1; j <= b.size(); j++) {
+      const size_t change = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + change});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// t.NAME found no method: an error naming the field, with a hint when one
+// fits (a PyTorch field, or the nearest method name). Only on this path do
+// we look further than one table lookup.
+[[noreturn]] void unknown_field(lua_State* L, int methods) {
+  const std::string_view field = lua_tostring(L, 2);
+  for (const FieldHint& entry : kFieldHints) {
+    if (field == entry.field) fail("index: a tensor has no field '{}': {}", field, entry.hint);
+  }
+  // One or two letters are too short to guess from.
+  const size_t allowed = field.size() <= 2 ? 0 : field.size() <= 4 ? 1 : 2;
+  std::string best;
+  size_t best_distance = allowed + 1;
+  lua_pushnil(L);
+  while (lua_next(L, methods) != 0) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;
+    const std::string_view name = lua_tostring(L, -1);
+    const size_t distance = edit_distance(field, name);
+    if (distance < best_distance || (distance == best_distance && name < best)) {
+      best_distance = distance;
+      best = name;
+    }
+  }
+  if (allowed > 0 && best_distance <= allowed) {
+    fail("index: a tensor has no field or method '{}'; did you mean '{}'?", field, best);
+  }
+  fail("index: a tensor has no field or method '{}'", field);
+}
+
+// Lua's ipairs iterator (a C function of the base library), found once:
+// ipairs(t) asks for t[n + 1] to find the end, and gets nil only from it.
+std::atomic<lua_CFunction> ipairs_iterator{nullptr};
+
+void find_ipairs_iterator(lua_State* L) {
+  if (ipairs_iterator.load(std::memory_order_relaxed)) return;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_getfield(L, -1, "ipairs");
+  lua_remove(L, -2);
+  lua_newtable(L);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_iscfunction(L, -1)) {
+    ipairs_iterator.store(lua_tocfunction(L, -1), std::memory_order_relaxed);
+  }
+  lua_pop(L, 1);
+}
+
+// Whether the running C function (an __index) was called by ipairs's iterator.
+bool called_by_ipairs(lua_State* L) {
+  const lua_CFunction iterator = ipairs_iterator.load(std::memory_order_relaxed);
+  lua_Debug caller;
+  if (!iterator || !lua_getstack(L, 1, &caller) || !lua_getinfo(L, "f", &caller)) return false;
+  const bool result = lua_tocfunction(L, -1) == iterator;
+  lua_pop(L, 1);
+  return result;
+}
+
+// t.name: the method (one raw lookup); t[i], t[{i, j}]: a view; t[mask]:
+// the selected elements. Anything else is an error: a misspelt method must
+// not read as nil. Out-of-range indices are errors too (as PyTorch's
+// IndexError), except t[#t + 1] asked by ipairs, which ends the loop.
 int tensor_index(lua_State* L) {
   const int key_type = lua_type(L, 2);
   if (key_type == LUA_TSTRING) {
     lua_pushvalue(L, 2);
-    lua_rawget(L, lua_upvalueindex(1));
-    return 1;
-  }
-  if (key_type != LUA_TNUMBER && key_type != LUA_TTABLE) {
-    lua_pushnil(L);
-    return 1;
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+    unknown_field(L, lua_upvalueindex(1));
   }
   const Tensor& base = binding::check_tensor(L, 1, "index");
+  if (key_type == LUA_TNUMBER) {
+    if (lua_isinteger(L, 2) && base->shape.rank() > 0 &&
+        lua_tointeger(L, 2) == base->shape[0] + 1 && called_by_ipairs(L)) {
+      lua_pushnil(L);
+      return 1;
+    }
+  } else if (to_tensor(L, 2)) {
+    push_tensor(L, binding::mask_index(base, binding::check_tensor(L, 2, "index")));
+    return 1;
+  } else if (key_type != LUA_TTABLE) {
+    fail("index: a tensor cannot be indexed with a {}", lua_typename(L, key_type));
+  }
   push_tensor(L, index_view(L, base, 2, "index"));
   return 1;
 }
 
+// pairs(t) is ipairs(t): i, t[i] for i = 1 .. #t.
+int tensor_pairs(lua_State* L) {
+  binding::check_tensor(L, 1, "pairs");
+  const lua_CFunction iterator = ipairs_iterator.load(std::memory_order_relaxed);
+  if (!iterator) fail("pairs: ipairs is not available");
+  lua_pushcfunction(L, iterator);
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, 0);
+  return 3;
+}
+
 int tensor_newindex(lua_State* L) {
   const Tensor& base = binding::check_tensor(L, 1, "newindex");
+  if (to_tensor(L, 2)) {
+    binding::mask_assign(L, base, binding::check_tensor(L, 2, "newindex"), 3);
+    return 0;
+  }
   const int key_type = lua_type(L, 2);
   if (key_type != LUA_TNUMBER && key_type != LUA_TTABLE) {
     fail("cannot set field '{}' of a tensor",
@@ -120,6 +239,50 @@ int tensor_newindex(lua_State* L) {
     fill_(view, binding::check_scalar(L, 3, "newindex"));
   }
   return 0;
+}
+
+// The metatable of t:size() tables: they print as "{2, 3}" and compare by
+// value, and stay plain tables otherwise (#, ipairs, table.unpack, writes).
+const char kSizeMetatableKey = 0;
+
+int size_tostring(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_Buffer buffer;
+  luaL_buffinit(L, &buffer);
+  luaL_addchar(&buffer, '{');
+  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, 1));
+  for (lua_Integer i = 1; i <= count; i++) {
+    if (i > 1) luaL_addstring(&buffer, ", ");
+    lua_rawgeti(L, 1, i);
+    luaL_tolstring(L, -1, nullptr);
+    lua_remove(L, -2);
+    luaL_addvalue(&buffer);
+  }
+  luaL_addchar(&buffer, '}');
+  luaL_pushresult(&buffer);
+  return 1;
+}
+
+int size_eq(lua_State* L) {
+  bool equal = lua_istable(L, 1) && lua_istable(L, 2) && lua_rawlen(L, 1) == lua_rawlen(L, 2);
+  const lua_Integer count = equal ? static_cast<lua_Integer>(lua_rawlen(L, 1)) : 0;
+  for (lua_Integer i = 1; equal && i <= count; i++) {
+    lua_rawgeti(L, 1, i);
+    lua_rawgeti(L, 2, i);
+    equal = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  lua_pushboolean(L, equal);
+  return 1;
+}
+
+void create_size_metatable(lua_State* L) {
+  lua_createtable(L, 0, 2);
+  lua_pushcfunction(L, size_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushcfunction(L, size_eq);
+  lua_setfield(L, -2, "__eq");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kSizeMetatableKey);
 }
 
 int tensor_tostring(lua_State* L) {
@@ -181,24 +344,6 @@ int tensor_lt(lua_State* L) {
 int tensor_le(lua_State* L) {
   lua_pushboolean(L, less(comparison_operand(L, 1, "<="), comparison_operand(L, 2, "<="), true));
   return 1;
-}
-
-// The nearest Lua function on the stack above the running C function (for
-// print(t), whose __tostring is ours, the caller of print) outside the
-// embedded stdlib (chunks "@stdlib/..."), or the nearest one when all are
-// inside: an op that nn or optim records, or an error one of their tensor
-// ops raises, is located at the script's line that called them.
-bool nearest_user_frame(lua_State* L, lua_Debug* info) {
-  bool found = false;
-  lua_Debug frame;
-  for (int level = 1; level < 24 && lua_getstack(L, level, &frame); level++) {
-    if (!lua_getinfo(L, "Sl", &frame) || frame.currentline <= 0) continue;
-    const bool user = std::strncmp(frame.source, "@stdlib/", 8) != 0;
-    if (!found || user) *info = frame;
-    found = true;
-    if (user) return true;
-  }
-  return found;
 }
 
 // Where the running Lua code is. The chunk name is interned once per source
@@ -379,6 +524,8 @@ int open_tensor_module(lua_State* L) {
   lua_pop(L, 1);
   install_stdlib_searcher(L);  // require "nn", "data", ... (stdlib/, built in)
 
+  create_size_metatable(L);
+  find_ipairs_iterator(L);
   luaL_newmetatable(L, kTensorMetatableName);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &kMetatableKey);
@@ -389,6 +536,7 @@ int open_tensor_module(lua_State* L) {
       {"__eq", binding::guarded<tensor_eq>},
       {"__lt", binding::guarded<tensor_lt>},
       {"__le", binding::guarded<tensor_le>},
+      {"__pairs", binding::guarded<tensor_pairs>},
       {"__gc", release},
       {"__close", release},
       {nullptr, nullptr},
@@ -413,6 +561,16 @@ int open_tensor_module(lua_State* L) {
 
 namespace binding {
 
+void push_size_table(lua_State* L, const Shape& shape) {
+  lua_createtable(L, shape.rank(), 0);
+  for (int i = 0; i < shape.rank(); i++) {
+    lua_pushinteger(L, shape[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kSizeMetatableKey);
+  lua_setmetatable(L, -2);
+}
+
 int run_guarded(lua_State* L, Body body) {
   // A fixed buffer: nothing here needs a destructor when lua_error jumps.
   char message[1024];
@@ -434,12 +592,8 @@ int run_guarded(lua_State* L, Body body) {
     std::snprintf(message, sizeof message, "%s", error.what());
   }
   if (interrupted) interrupt_delivered(L);
-  lua_Debug info;
-  if (nearest_user_frame(L, &info)) {
-    lua_pushfstring(L, "%s:%d: %s", info.short_src, info.currentline, message);
-  } else {
-    lua_pushstring(L, message);
-  }
+  // At the user's line, naming the Sequential layer an nn model failed in.
+  push_positioned_message(L, message, !interrupted);
   return lua_error(L);
 }
 

@@ -282,6 +282,7 @@ int is_tensor(lua_State* L) {
 }
 
 int where(lua_State* L) {
+  if (lua_gettop(L) == 1) return where_indices(L);  // lua_tensor_masked.cpp
   const Tensor& cond = check_tensor(L, 1, "where");
   const Tensor* a = to_tensor(L, 2);
   const Tensor* b = to_tensor(L, 3);

@@ -68,6 +68,21 @@ Tensor tensor_or_scalar(lua_State* L, int arg, const char* function, DType other
 
 // Registers the op methods (lua_tensor_methods.cpp) into the table on top.
 void register_methods(lua_State* L);
+// masked_fill(_), masked_select, nonzero (lua_tensor_masked.cpp).
+void register_masked_methods(lua_State* L);
+// t[mask]: the slices of t (along the leading dims the bool mask has) where
+// the mask is true, stacked along dim 1. Reads the mask.
+Tensor mask_index(const Tensor& self, const Tensor& mask);
+// t[mask] = value (the Lua value at `value_arg`: a number, or a tensor that
+// broadcasts to the selected slices or has their number of elements).
+void mask_assign(lua_State* L, const Tensor& self, const Tensor& mask, int value_arg);
+// tensor.where(cond) with one argument: one i64 tensor per dim of cond, the
+// 1-based indices of its non-zero elements (torch.where(cond)). Reads cond.
+int where_indices(lua_State* L);
+// Pushes the table t:size() returns ({2, 3}), which prints as "{2, 3}" and
+// compares by value with ==.
+void push_size_table(lua_State* L, const Shape& shape);
+
 // Autograd methods and scatter_add/index_add (lua_tensor_autograd.cpp).
 void register_autograd_methods(lua_State* L);
 // tensor.no_grad, enable_grad, is_grad_enabled, set_grad_enabled.

@@ -192,11 +192,7 @@ int size(lua_State* L) {
     lua_pushinteger(L, self->shape[check_dim(L, 2, rank_of(self), "size")]);
     return 1;
   }
-  lua_createtable(L, rank_of(self), 0);
-  for (int i = 0; i < rank_of(self); i++) {
-    lua_pushinteger(L, self->shape[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
+  push_size_table(L, self->shape);
   return 1;
 }
 
@@ -458,6 +454,7 @@ void register_elementwise_methods(lua_State* L) {
 
 void register_methods(lua_State* L) {
   register_elementwise_methods(L);
+  register_masked_methods(L);
   static const luaL_Reg methods[] = {
       {"clamp", guarded<clamp>},
       {"clamp_", guarded<clamp_inplace>},

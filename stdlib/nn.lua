@@ -77,7 +77,7 @@ function Module:register_buffer(name, t)
 end
 
 function Module:add_module(name, module)
-  if getmetatable(module) == nil or module.parameters == nil then
+  if type(module) ~= "table" or getmetatable(module) == nil or module.parameters == nil then
     error("add_module: '" .. tostring(name) .. "' is not a module", 2)
   end
   if self._modules[name] == nil then table.insert(self._module_names, name) end
@@ -422,17 +422,54 @@ function Embedding:extra_repr() return self.count .. ", " .. self.dim end
 local Sequential = nn.class("Sequential")
 nn.Sequential = Sequential
 
-function Sequential:init(...)
-  local layers = {...}
-  if #layers == 1 and getmetatable(layers[1]) == nil and type(layers[1]) == "table" then
-    layers = layers[1]
+-- What an argument of Sequential is, when it is not a layer: a nil (a
+-- misspelt name such as nn.relu), a class not called (nn.ReLU), anything else.
+local function not_a_layer(value)
+  if value == nil then return "is nil (a misspelt layer name?)" end
+  if type(value) == "table" and rawget(value, "_modules") == nil and rawget(value, "__name") then
+    return "is the class " .. value.__name .. ", not a layer: call it (nn." .. value.__name .. "(...))"
   end
-  for i, layer in ipairs(layers) do self:add_module(tostring(i), layer) end
+  if type(value) ~= "table" or getmetatable(value) == nil or rawget(value, "_modules") == nil then
+    return "is a " .. (tensor.is_tensor(value) and "tensor" or type(value)) .. ", not a module"
+  end
 end
 
+-- nn.Sequential(layer, ...) or nn.Sequential({layer, ...}). A nil or
+-- anything but a module among the layers is an error naming its position
+-- (a trailing nil inside a table constructor is invisible to Lua, though).
+function Sequential:init(...)
+  local count, layers, what = select("#", ...), {...}, "argument"
+  if count == 1 and type(layers[1]) == "table" and getmetatable(layers[1]) == nil then
+    layers, what, count = layers[1], "element", 0
+    for key in pairs(layers) do
+      if math.type(key) ~= "integer" or key < 1 then
+        error("nn.Sequential: the list of layers has a key " .. tostring(key) .. " (expected 1, 2, ...)", 3)
+      end
+      count = math.max(count, key)
+    end
+  end
+  for i = 1, count do
+    local problem = not_a_layer(layers[i])
+    if problem then error(string.format("nn.Sequential: %s %d %s", what, i, problem), 3) end
+    self:add_module(tostring(i), layers[i])
+  end
+end
+
+-- The loop variable's name is a marker: an error raised inside layer i
+-- reads it (interp/error_position.cpp) to name the layer, with no pcall
+-- per layer.
 function Sequential:forward(x)
-  for _, name in ipairs(self._module_names) do x = self._modules[name](x) end
+  local modules, names = self._modules, self._module_names
+  for sequential_layer = 1, #names do x = modules[names[sequential_layer]](x) end
   return x
+end
+
+-- "nn.Sequential layer 3 (Linear(784 -> 256))", for error messages.
+function Sequential:_describe_layer(i)
+  local layer = self._modules[self._module_names[i]]
+  local class = getmetatable(layer).__name
+  local extra = #layer._module_names == 0 and "(" .. layer:extra_repr() .. ")" or ""
+  return string.format("nn.Sequential layer %d (%s%s)", i, class, extra)
 end
 
 function Sequential:__len() return #self._module_names end
