@@ -513,6 +513,7 @@ void register_methods(lua_State* L) {
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, methods, 0);
+  register_sorting_methods(L);
 }
 
 }  // namespace lazylua::binding
