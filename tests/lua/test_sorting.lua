@@ -1,0 +1,365 @@
+-- test_sorting.lua - sort, argsort, msort, topk, kthvalue, median (one IR op,
+-- argsort, and gathers), and the statistics composed of existing ops: var,
+-- std, var_mean, std_mean, norm, logsumexp, amax, amin, cumprod. Values are
+-- checked against hand-computed numbers, plain-Lua references and PyTorch
+-- 1.13 output pasted as constants; gradients against finite differences in
+-- f64. Runs lazy, eager and compiled (tests/CMakeLists.txt).
+local h = dofile("helpers.lua")
+local gh = dofile("grad_helpers.lua")(h)
+local values, f64, gradcheck = gh.values, gh.f64, gh.gradcheck
+
+local nan, inf = 0 / 0, math.huge
+
+-- A stable sort of a plain list in Lua: positions ordered by value (NaN
+-- largest), ties by position. The independent reference for sort.
+local function lua_order(list, descending)
+  local order = {}
+  for i = 1, #list do order[i] = i end
+  local function key_less(a, b)
+    local x, y = list[a], list[b]
+    if x ~= x then return false end
+    if y ~= y then return true end
+    return x < y
+  end
+  table.sort(order, function(a, b)
+    local before, after
+    if descending then before, after = key_less(b, a), key_less(a, b)
+    else before, after = key_less(a, b), key_less(b, a) end
+    if before then return true end
+    if after then return false end
+    return a < b
+  end)
+  return order
+end
+
+-- ---------------------------------------------------------------------------
+h.test("sort: ties keep their order, NaN sorts largest, -0 equals 0", function()
+  -- PyTorch 1.13, torch.sort(x, stable=True), indices + 1:
+  local x = tensor.new({2, nan, -0.0, 0.0, 1, nan, 2})
+  local v, i = x:sort()
+  h.check(v, "f32", {-0.0, 0, 1, 2, 2, nan, nan})
+  h.check(i, "i64", {3, 4, 5, 1, 7, 2, 6})
+  v, i = x:sort(1, true)
+  h.check(v, "f32", {nan, nan, 2, 2, 1, -0.0, 0})
+  h.check(i, "i64", {2, 6, 1, 7, 5, 3, 4})
+  h.check(tensor.argsort(x, 1, true), "i64", {2, 6, 1, 7, 5, 3, 4})
+  h.check(x:argsort(), "i64", {3, 4, 5, 1, 7, 2, 6})
+end)
+
+h.test("sort along each dim of a 2-D tensor, and of a transposed view", function()
+  local rows = {{3, 1, 2, 1}, {0, -5, 7, 7}, {2, 2, 2, 1}}
+  local t = tensor.new(rows, {dtype = "f64"})
+  local v, i = t:sort(2)
+  h.check(v, "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
+  h.check(i, "i64", {{2, 4, 3, 1}, {2, 1, 3, 4}, {4, 1, 2, 3}})
+  v, i = t:sort(1, true)
+  h.check(v, "f64", {{3, 2, 7, 7}, {2, 1, 2, 1}, {0, -5, 2, 1}})
+  h.check(i, "i64", {{1, 3, 2, 2}, {3, 1, 1, 1}, {2, 2, 3, 3}})
+  -- sorting a transposed view along dim 2 is sorting t along dim 1
+  local tv, ti = t:t():sort(2)
+  h.check(ti:t(), "i64", {{2, 2, 1, 1}, {3, 1, 3, 3}, {1, 3, 2, 2}})
+  h.check(tv:t(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+  -- -1 is the last dim; msort sorts along the first
+  h.check(t:sort(-1), "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
+  h.check(t:msort(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+  h.check(tensor.msort(t), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+end)
+
+h.test("sort of integers, bools, a 0-dim tensor and an empty tensor", function()
+  local v, i = tensor.new({5, -3, 9, -3, 0}):sort(1, true)
+  h.check(v, "i64", {9, 5, 0, -3, -3})
+  h.check(i, "i64", {3, 1, 5, 2, 4})
+  v, i = tensor.new({5, -3, 9}):int():sort()
+  h.check(v, "i32", {-3, 5, 9})
+  h.check(i, "i64", {2, 1, 3})
+  v, i = tensor.new({true, false, true, false}):sort()
+  h.check(v, "bool", {false, false, true, true})
+  h.check(i, "i64", {2, 4, 1, 3})
+  v, i = tensor.new(2.5):sort()
+  h.check(v, "f32", 2.5)
+  h.check(i, "i64", 1)
+  v, i = tensor.zeros(2, 0):sort()
+  h.shape(v, {2, 0})
+  h.check(i, "i64", {{}, {}}, nil, {2, 0})
+end)
+
+h.test("sort of random rows agrees with a stable sort in Lua, both directions", function()
+  tensor.manual_seed(7)
+  -- few distinct values, so that there are many ties
+  local t = (tensor.rand(6, 37) * 5):floor()
+  local rows = t:tolist()
+  for _, descending in ipairs({false, true}) do
+    local v, i = t:sort(2, descending)
+    local got_v, got_i = v:tolist(), i:tolist()
+    for r = 1, #rows do
+      local order = lua_order(rows[r], descending)
+      h.eq(got_i[r], order)
+      for k = 1, #order do assert(got_v[r][k] == rows[r][order[k]]) end
+    end
+  end
+end)
+
+-- ---------------------------------------------------------------------------
+h.test("topk: largest and smallest, sorted, ties take the first position", function()
+  local x = tensor.new({{1, 5, 3, 5, -2}, {0, 0, 9, 8, 9}})
+  local v, i = x:topk(3)
+  h.check(v, "i64", {{5, 5, 3}, {9, 9, 8}})
+  h.check(i, "i64", {{2, 4, 3}, {3, 5, 4}})
+  v, i = x:topk(2, 2, false)
+  h.check(v, "i64", {{-2, 1}, {0, 0}})
+  h.check(i, "i64", {{5, 1}, {1, 2}})
+  v, i = tensor.topk(x, 1, 1)
+  h.check(v, "i64", {{1, 5, 9, 8, 9}})
+  h.check(i, "i64", {{1, 1, 2, 2, 2}})
+  -- NaN is the largest (PyTorch: values nan, 2)
+  v, i = tensor.new({2, nan, 1, 2}):topk(2)
+  h.check(v, "f32", {nan, 2})
+  h.check(i, "i64", {2, 1})
+  v, i = x:topk(0)
+  h.shape(v, {2, 0})
+  h.shape(i, {2, 0})
+end)
+
+h.test("kthvalue and median (the lower one), with and without keepdim", function()
+  local x = tensor.new({{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}}, {dtype = "f64"})
+  local v, i = x:kthvalue(2)
+  h.check(v, "f64", {1, 3})
+  h.check(i, "i64", {4, 5})
+  v, i = x:kthvalue(1, 1, true)
+  h.check(v, "f64", {{3, 1, 4, 1, 3}})
+  h.check(i, "i64", {{1, 1, 1, 1, 2}})
+  v, i = x:median(2)
+  h.check(v, "f64", {3, 5})
+  h.check(i, "i64", {1, 4})
+  v, i = x:median(1, true)  -- two rows: the lower of each pair
+  h.check(v, "f64", {{3, 1, 4, 1, 3}})
+  h.check(i, "i64", {{1, 1, 1, 1, 2}})
+  -- PyTorch: median of [4, 1, 3, 2] is 2; of [3, 1, 2, 0] along dim 1 is 1 at index 1 (0-based)
+  h.check(tensor.new({4, 1, 3, 2}):median(), "i64", 2)
+  h.check(tensor.median(tensor.new({{4.5, 1}, {3, 2}})), "f32", 2)
+  v, i = tensor.new({{3, 1, 2, 0}}):median(2)
+  h.check(v, "i64", {1})
+  h.check(i, "i64", {2})
+  h.check(tensor.new(7.5):median(), "f32", 7.5)
+end)
+
+h.test("median of a line holding NaN is NaN at its first NaN (as PyTorch)", function()
+  -- PyTorch 1.13: values [nan, 1], indices [1, 1] (0-based)
+  local v, i = tensor.new({{1, nan, 2, nan}, {3, 1, 2, 0}}):median(2)
+  h.check(v, "f32", {nan, 1})
+  h.check(i, "i64", {2, 2})
+  h.check(tensor.new({1, nan, 2}):median(), "f32", nan)
+  -- kthvalue orders NaN last: the 3rd of [1, nan, 2] is NaN at 2, the 2nd is 2 at 3
+  v, i = tensor.new({1, nan, 2}):kthvalue(3)
+  h.check(v, "f32", nan)
+  h.check(i, "i64", 2)
+  v, i = tensor.new({1, nan, 2}):kthvalue(2)
+  h.check(v, "f32", 2)
+  h.check(i, "i64", 3)
+end)
+
+-- ---------------------------------------------------------------------------
+-- The numbers below are PyTorch 1.13's, in f64.
+local X = {{0.5, -1.25, 2, 0.5, -3}, {4, 4, -0.0, 1.5, 0.0}}
+
+h.test("var and std: dims, correction, unbiased, keepdim, no dim", function()
+  local x = f64(X)
+  h.near(x:var(2), {3.6875, 4.05}, h.F64, "f64")
+  h.near(x:var(1, {unbiased = false}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
+  h.near(x:var(1, {correction = 0}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
+  h.near(x:var(), 4.7229166666666667, h.F64)
+  h.near(x:std(2), {1.9202864369, 2.0124611797}, {rel = 1e-10, abs = 0})
+  h.near(x:std(), 2.1732272469, {rel = 1e-10, abs = 0})
+  h.near(x:std(1, {correction = 0}), {1.75, 2.625, 1, 0.5, 1.5}, h.F64)
+  h.near(x:var(2, true), {{3.6875}, {4.05}}, h.F64)
+  h.near(x:var(2, {keepdim = true, correction = 2}), {{3.6875 * 4 / 3}, {4.05 * 4 / 3}}, h.F64)
+  h.near(tensor.var(x, 2), {3.6875, 4.05}, h.F64)
+  -- one element: 0 / 0 with the default correction
+  h.check(tensor.new({3.0}):var(), "f32", nan)
+  -- integers compute in f32, as mean does
+  h.check(tensor.new({1, 2, 3, 4}):var(), "f32", 5 / 3, h.F32)
+  -- f32: sum of squared deviations, against the same in Lua doubles
+  tensor.manual_seed(3)
+  local big = tensor.rand(3, 500) * 10 + 1000
+  local rows = big:tolist()
+  local want = {}
+  for r, row in ipairs(rows) do
+    local mean = 0
+    for _, v in ipairs(row) do mean = mean + v end
+    mean = mean / #row
+    local s = 0
+    for _, v in ipairs(row) do s = s + (v - mean) ^ 2 end
+    want[r] = s / (#row - 1)
+  end
+  h.near(big:var(2), want, {rel = 1e-4, abs = 0})
+end)
+
+h.test("var_mean and std_mean", function()
+  local v, m = f64(X):var_mean(2)
+  h.near(v, {3.6875, 4.05}, h.F64)
+  h.near(m, {-0.25, 1.9}, h.F64)
+  local s, m2 = tensor.std_mean(f64(X), 1, {correction = 0, keepdim = true})
+  h.near(s, {{1.75, 2.625, 1, 0.5, 1.5}}, h.F64)
+  h.near(m2, {{2.25, 1.375, 1, 1, -1.5}}, h.F64)
+end)
+
+h.test("norm: p = 2, 3, 1, inf, -inf, 0, fro; dims and keepdim", function()
+  local x = f64(X)
+  local tol = {rel = 1e-10, abs = 0}
+  h.near(x:norm(), 7.0222859526, tol)
+  h.near(x:norm(3), 5.5241704835, tol)
+  h.near(x:norm(1, 2), {7.25, 9.5}, h.F64)
+  h.near(x:norm(math.huge, 1), {4, 4, 2, 1.5, 3}, h.F64)
+  h.near(x:norm("inf", 1), {4, 4, 2, 1.5, 3}, h.F64)
+  h.near(x:norm("-inf", 2), {0.5, 0}, h.F64)
+  h.near(x:norm(0, 2), {5, 3}, h.F64)
+  h.near(x:norm("fro", 2), {3.8810436741, 5.8523499554}, tol)
+  h.near(x:norm(2, 2, true), {{3.8810436741}, {5.8523499554}}, tol)
+  h.near(tensor.norm(tensor.new({3, 4})), 5, h.F32)
+end)
+
+h.test("logsumexp: shifted by the maximum; -inf and +inf lines as PyTorch", function()
+  local x = f64(X)
+  local tol = {rel = 1e-10, abs = 1e-10}
+  h.near(x:logsumexp(2), {2.3999649936, 4.7508103753}, tol)
+  h.near(x:logsumexp(1),
+         {4.0297504183, 4.0052337982, 2.1269280110, 1.8132616875, 0.0485873516}, tol)
+  h.near(x:logsumexp(), 4.8418282408, tol)
+  h.near(x:logsumexp(2, true), {{2.3999649936}, {4.7508103753}}, tol)
+  -- exp(1000) overflows: only the shift keeps these finite
+  h.near(tensor.new({{1000, 1000.5}, {-1000, -1001}}):logsumexp(2), {1000.9740600586, -999.6867675781},
+         {rel = 1e-7, abs = 0})
+  h.check(tensor.new({{-inf, -inf}, {inf, 1}, {nan, 1}}):logsumexp(2), "f32", {-inf, inf, nan})
+  h.check(tensor.zeros(2, 0):logsumexp(2), "f32", {-inf, -inf})
+end)
+
+h.test("amax and amin: values only, any dim or all", function()
+  local x = tensor.new({{1, 7, 3}, {7, -2, 0}})
+  h.check(x:amax(), "i64", 7)
+  h.check(x:amax(2), "i64", {7, 7})
+  h.check(x:amin(1, true), "i64", {{1, -2, 0}})
+  h.check(tensor.amin(x, -1), "i64", {1, -2})
+end)
+
+h.test("cumprod: floats, zeros, integers and bools (as i64)", function()
+  -- PyTorch: cumprod along dim 2 of X
+  h.near(f64(X):cumprod(2), {{0.5, -0.625, -1.25, -0.625, 1.875}, {4, 16, -0.0, -0.0, -0.0}},
+         h.F64)
+  h.check(tensor.new({1, 2, 3, 4, 5}):cumprod(1), "i64", {1, 2, 6, 24, 120})
+  h.check(tensor.new({{1, 2}, {3, 4}}):int():cumprod(1), "i64", {{1, 2}, {3, 8}})
+  h.check(tensor.new({true, true, false, true}):cumprod(1), "i64", {1, 1, 0, 0})
+  -- a long line: against a running product in Lua
+  local list, want, p = {}, {}, 1
+  for k = 1, 37 do
+    list[k] = 1 + (k % 5) / 40
+    p = p * list[k]
+    want[k] = p
+  end
+  h.near(f64(list):cumprod(1), want, {rel = 1e-14, abs = 0})
+  h.check(tensor.new(3.5):cumprod(1), "f32", 3.5)
+end)
+
+-- ---------------------------------------------------------------------------
+-- Gradients against finite differences (f64).
+local S = {3, 5}
+gradcheck("sort values", function(x) return x:sort(2) end, {values(S, -2, 2)})
+gradcheck("sort values, descending, dim 1", function(x) return x:sort(1, true) * x end,
+          {values(S, -2, 2)})
+gradcheck("msort", function(x) return x:msort() end, {values(S, -2, 2)})
+gradcheck("topk values", function(x) return x:topk(2) end, {values(S, -2, 2)})
+gradcheck("topk smallest along dim 1", function(x) return x:topk(2, 1, false) end,
+          {values(S, -2, 2)})
+gradcheck("kthvalue", function(x) return x:kthvalue(3, 2) end, {values(S, -2, 2)})
+gradcheck("median along a dim", function(x) return x:median(1) end, {values(S, -2, 2)})
+gradcheck("median of everything", function(x) return x:median() end, {values(S, -2, 2)})
+gradcheck("var", function(x) return x:var(2) end, {values(S, -2, 2)})
+gradcheck("var of everything, no correction", function(x) return x:var({correction = 0}) end,
+          {values(S, -2, 2)})
+gradcheck("std", function(x) return x:std(1, true) end, {values(S, -2, 2)})
+gradcheck("norm 2", function(x) return x:norm() end, {values(S, -2, 2)})
+gradcheck("norm 3 along a dim", function(x) return x:norm(3, 2) end, {values(S, 0.2, 2)})
+gradcheck("norm 1", function(x) return x:norm(1, 1) end, {values(S, 0.2, 2)})
+gradcheck("norm inf", function(x) return x:norm("inf", 2) end, {values(S, -2, 2)})
+gradcheck("logsumexp", function(x) return x:logsumexp(2) end, {values(S, -3, 3)})
+gradcheck("logsumexp of everything", function(x) return x:logsumexp() end, {values(S, -3, 3)})
+gradcheck("amax", function(x) return x:amax(2) end, {values(S, -2, 2)})
+gradcheck("cumprod", function(x) return x:cumprod(2) end, {values(S, 0.5, 1.5)})
+gradcheck("cumprod along dim 1", function(x) return x:cumprod(1) end, {values({5, 2}, -2, 2)})
+
+h.test("gradients at ties and zeros, as PyTorch", function()
+  -- amax splits the gradient among ties: [0, 0.5, 0.5]
+  local x = f64({1, 3, 3}):requires_grad(true)
+  x:amax():backward()
+  h.near(x:grad(), {0, 0.5, 0.5}, h.F64)
+  -- the inf-norm likewise, with the sign: [0, -0.5, 0.5]
+  x = f64({1, -3, 3}):requires_grad(true)
+  x:norm(math.huge):backward()
+  h.near(x:grad(), {0, -0.5, 0.5}, h.F64)
+  -- std and the 2-norm of constants: 0, not NaN
+  x = f64({0, 0, 0}):requires_grad(true)
+  x:std():backward()
+  h.near(x:grad(), {0, 0, 0}, h.F64)
+  x = f64({0, 0, 0}):requires_grad(true)
+  x:norm():backward()
+  h.near(x:grad(), {0, 0, 0}, h.F64)
+  -- cumprod through a zero: PyTorch gives [1, 32, 0, 0]
+  x = f64({2, 0, 3, 4}):requires_grad(true)
+  x:cumprod(1):sum():backward()
+  h.near(x:grad(), {1, 32, 0, 0}, h.F64)
+  -- sort: the gradient goes back to where each value came from
+  x = f64({3, 1, 2}):requires_grad(true)
+  local v = x:sort();
+  (v * f64({1, 10, 100})):sum():backward()
+  h.near(x:grad(), {100, 1, 10}, h.F64)
+end)
+
+-- ---------------------------------------------------------------------------
+h.test("argsort is one IR op, run by its shared kernel in compiled plans", function()
+  local x = tensor.new({{3, 1, 2}, {0, 5, 4}})
+  local v, i = (x * 2):sort(2, true)
+  if not os.getenv("LAZYLUA_EAGER") then
+    local text = tensor.ir(v, i)
+    assert(text:find("argsort(", 1, true), text)
+    assert(text:find("descending", 1, true), text)
+  end
+  local before = tensor.metrics().fallbacks
+  h.check(v, "i64", {{6, 4, 2}, {10, 8, 0}})
+  h.check(i, "i64", {{1, 3, 2}, {2, 3, 1}})
+  -- a library step, not an eager fallback
+  h.eq(tensor.metrics().fallbacks, before)
+end)
+
+h.test("a training step with sort, var and logsumexp runs the same each step", function()
+  local w = f64(values({4, 6}, -1, 1)):requires_grad(true)
+  local losses = {}
+  for step = 1, 3 do
+    local top = w:topk(3, 2)
+    local loss = top:var(2):sum() + w:logsumexp(2):sum() + w:median()
+    loss:backward()
+    tensor.no_grad(function() w:sub_(w:grad() * 0.1) end)
+    w:set_grad(nil)
+    tensor.mark_step()
+    losses[step] = loss:item()
+  end
+  assert(losses[3] < losses[1], h.show(losses))
+end)
+
+h.test("errors name the problem and leave the interpreter usable", function()
+  local x = tensor.new({{1, 2, 3}, {4, 5, 6}})
+  h.err(function() x:topk(4) end, "topk", "k (4) out of range", "size 3")
+  h.err(function() x:topk(-1) end, "topk", "out of range")
+  h.err(function() x:kthvalue(0) end, "kthvalue", "k (0) out of range")
+  h.err(function() x:sort(3) end, "sort", "dimension")
+  h.err(function() x:argsort(1, "yes") end, "argsort", "boolean expected")
+  h.err(function() x:norm("nuc") end, "norm", "unknown norm 'nuc'")
+  h.err(function() x:var(1, {correction = 1, unbiased = true}) end, "var",
+        "correction or unbiased, not both")
+  h.err(function() x:std(1, {keepdims = true}) end, "std", "unknown option 'keepdims'")
+  h.err(function() tensor.zeros(2, 0):median(2) end, "median", "empty")
+  h.err(function() tensor.zeros(0):median() end, "median", "empty")
+  h.err(function() x:cumprod(5) end, "cumprod", "dimension")
+  h.err(function() x:amax(0) end, "amax", "dimension")
+  h.check(x:sort(2, true), "i64", {{3, 2, 1}, {6, 5, 4}})
+end)
+
+h.done("test_sorting")
