@@ -32,55 +32,76 @@ local function lua_order(list, descending)
   return order
 end
 
+-- Checks made after one sync of every tensor they read: one graph (one
+-- compile in the compiled mode) per group instead of one per check.
+local function batch()
+  local b, items = {}, {}
+  function b.check(...) items[#items + 1] = {h.check, table.pack(...)} end
+  function b.near(...) items[#items + 1] = {h.near, table.pack(...)} end
+  function b.run()
+    local tensors = {}
+    for k, item in ipairs(items) do tensors[k] = item[2][1] end
+    tensor.sync(table.unpack(tensors))
+    for _, item in ipairs(items) do item[1](table.unpack(item[2], 1, item[2].n)) end
+  end
+  return b
+end
+
 -- ---------------------------------------------------------------------------
 h.test("sort: ties keep their order, NaN sorts largest, -0 equals 0", function()
+  local c = batch()
   -- PyTorch 1.13, torch.sort(x, stable=True), indices + 1:
   local x = tensor.new({2, nan, -0.0, 0.0, 1, nan, 2})
   local v, i = x:sort()
-  h.check(v, "f32", {-0.0, 0, 1, 2, 2, nan, nan})
-  h.check(i, "i64", {3, 4, 5, 1, 7, 2, 6})
+  c.check(v, "f32", {-0.0, 0, 1, 2, 2, nan, nan})
+  c.check(i, "i64", {3, 4, 5, 1, 7, 2, 6})
   v, i = x:sort(1, true)
-  h.check(v, "f32", {nan, nan, 2, 2, 1, -0.0, 0})
-  h.check(i, "i64", {2, 6, 1, 7, 5, 3, 4})
-  h.check(tensor.argsort(x, 1, true), "i64", {2, 6, 1, 7, 5, 3, 4})
-  h.check(x:argsort(), "i64", {3, 4, 5, 1, 7, 2, 6})
+  c.check(v, "f32", {nan, nan, 2, 2, 1, -0.0, 0})
+  c.check(i, "i64", {2, 6, 1, 7, 5, 3, 4})
+  c.check(tensor.argsort(x, 1, true), "i64", {2, 6, 1, 7, 5, 3, 4})
+  c.check(x:argsort(), "i64", {3, 4, 5, 1, 7, 2, 6})
+  c.run()
 end)
 
 h.test("sort along each dim of a 2-D tensor, and of a transposed view", function()
+  local c = batch()
   local rows = {{3, 1, 2, 1}, {0, -5, 7, 7}, {2, 2, 2, 1}}
   local t = tensor.new(rows, {dtype = "f64"})
   local v, i = t:sort(2)
-  h.check(v, "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
-  h.check(i, "i64", {{2, 4, 3, 1}, {2, 1, 3, 4}, {4, 1, 2, 3}})
+  c.check(v, "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
+  c.check(i, "i64", {{2, 4, 3, 1}, {2, 1, 3, 4}, {4, 1, 2, 3}})
   v, i = t:sort(1, true)
-  h.check(v, "f64", {{3, 2, 7, 7}, {2, 1, 2, 1}, {0, -5, 2, 1}})
-  h.check(i, "i64", {{1, 3, 2, 2}, {3, 1, 1, 1}, {2, 2, 3, 3}})
+  c.check(v, "f64", {{3, 2, 7, 7}, {2, 1, 2, 1}, {0, -5, 2, 1}})
+  c.check(i, "i64", {{1, 3, 2, 2}, {3, 1, 1, 1}, {2, 2, 3, 3}})
   -- sorting a transposed view along dim 2 is sorting t along dim 1
   local tv, ti = t:t():sort(2)
-  h.check(ti:t(), "i64", {{2, 2, 1, 1}, {3, 1, 3, 3}, {1, 3, 2, 2}})
-  h.check(tv:t(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+  c.check(ti:t(), "i64", {{2, 2, 1, 1}, {3, 1, 3, 3}, {1, 3, 2, 2}})
+  c.check(tv:t(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
   -- -1 is the last dim; msort sorts along the first
-  h.check(t:sort(-1), "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
-  h.check(t:msort(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
-  h.check(tensor.msort(t), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+  c.check(t:sort(-1), "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
+  c.check(t:msort(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+  c.check(tensor.msort(t), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
+  c.run()
 end)
 
 h.test("sort of integers, bools, a 0-dim tensor and an empty tensor", function()
+  local c = batch()
   local v, i = tensor.new({5, -3, 9, -3, 0}):sort(1, true)
-  h.check(v, "i64", {9, 5, 0, -3, -3})
-  h.check(i, "i64", {3, 1, 5, 2, 4})
+  c.check(v, "i64", {9, 5, 0, -3, -3})
+  c.check(i, "i64", {3, 1, 5, 2, 4})
   v, i = tensor.new({5, -3, 9}):int():sort()
-  h.check(v, "i32", {-3, 5, 9})
-  h.check(i, "i64", {2, 1, 3})
+  c.check(v, "i32", {-3, 5, 9})
+  c.check(i, "i64", {2, 1, 3})
   v, i = tensor.new({true, false, true, false}):sort()
-  h.check(v, "bool", {false, false, true, true})
-  h.check(i, "i64", {2, 4, 1, 3})
+  c.check(v, "bool", {false, false, true, true})
+  c.check(i, "i64", {2, 4, 1, 3})
   v, i = tensor.new(2.5):sort()
-  h.check(v, "f32", 2.5)
-  h.check(i, "i64", 1)
+  c.check(v, "f32", 2.5)
+  c.check(i, "i64", 1)
   v, i = tensor.zeros(2, 0):sort()
   h.shape(v, {2, 0})
-  h.check(i, "i64", {{}, {}}, nil, {2, 0})
+  c.check(i, "i64", {{}, {}}, nil, {2, 0})
+  c.run()
 end)
 
 h.test("sort of random rows agrees with a stable sort in Lua, both directions", function()
@@ -88,8 +109,12 @@ h.test("sort of random rows agrees with a stable sort in Lua, both directions", 
   -- few distinct values, so that there are many ties
   local t = (tensor.rand(6, 37) * 5):floor()
   local rows = t:tolist()
+  local up_v, up_i = t:sort(2)
+  local down_v, down_i = t:sort(2, true)
+  tensor.sync(up_v, up_i, down_v, down_i)
   for _, descending in ipairs({false, true}) do
-    local v, i = t:sort(2, descending)
+    local v, i = up_v, up_i
+    if descending then v, i = down_v, down_i end
     local got_v, got_i = v:tolist(), i:tolist()
     for r = 1, #rows do
       local order = lua_order(rows[r], descending)
@@ -101,61 +126,67 @@ end)
 
 -- ---------------------------------------------------------------------------
 h.test("topk: largest and smallest, sorted, ties take the first position", function()
+  local c = batch()
   local x = tensor.new({{1, 5, 3, 5, -2}, {0, 0, 9, 8, 9}})
   local v, i = x:topk(3)
-  h.check(v, "i64", {{5, 5, 3}, {9, 9, 8}})
-  h.check(i, "i64", {{2, 4, 3}, {3, 5, 4}})
+  c.check(v, "i64", {{5, 5, 3}, {9, 9, 8}})
+  c.check(i, "i64", {{2, 4, 3}, {3, 5, 4}})
   v, i = x:topk(2, 2, false)
-  h.check(v, "i64", {{-2, 1}, {0, 0}})
-  h.check(i, "i64", {{5, 1}, {1, 2}})
+  c.check(v, "i64", {{-2, 1}, {0, 0}})
+  c.check(i, "i64", {{5, 1}, {1, 2}})
   v, i = tensor.topk(x, 1, 1)
-  h.check(v, "i64", {{1, 5, 9, 8, 9}})
-  h.check(i, "i64", {{1, 1, 2, 2, 2}})
+  c.check(v, "i64", {{1, 5, 9, 8, 9}})
+  c.check(i, "i64", {{1, 1, 2, 2, 2}})
   -- NaN is the largest (PyTorch: values nan, 2)
   v, i = tensor.new({2, nan, 1, 2}):topk(2)
-  h.check(v, "f32", {nan, 2})
-  h.check(i, "i64", {2, 1})
+  c.check(v, "f32", {nan, 2})
+  c.check(i, "i64", {2, 1})
   v, i = x:topk(0)
   h.shape(v, {2, 0})
   h.shape(i, {2, 0})
+  c.run()
 end)
 
 h.test("kthvalue and median (the lower one), with and without keepdim", function()
+  local c = batch()
   local x = tensor.new({{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}}, {dtype = "f64"})
   local v, i = x:kthvalue(2)
-  h.check(v, "f64", {1, 3})
-  h.check(i, "i64", {4, 5})
+  c.check(v, "f64", {1, 3})
+  c.check(i, "i64", {4, 5})
   v, i = x:kthvalue(1, 1, true)
-  h.check(v, "f64", {{3, 1, 4, 1, 3}})
-  h.check(i, "i64", {{1, 1, 1, 1, 2}})
+  c.check(v, "f64", {{3, 1, 4, 1, 3}})
+  c.check(i, "i64", {{1, 1, 1, 1, 2}})
   v, i = x:median(2)
-  h.check(v, "f64", {3, 5})
-  h.check(i, "i64", {1, 4})
+  c.check(v, "f64", {3, 5})
+  c.check(i, "i64", {1, 4})
   v, i = x:median(1, true)  -- two rows: the lower of each pair
-  h.check(v, "f64", {{3, 1, 4, 1, 3}})
-  h.check(i, "i64", {{1, 1, 1, 1, 2}})
+  c.check(v, "f64", {{3, 1, 4, 1, 3}})
+  c.check(i, "i64", {{1, 1, 1, 1, 2}})
   -- PyTorch: median of [4, 1, 3, 2] is 2; of [3, 1, 2, 0] along dim 1 is 1 at index 1 (0-based)
-  h.check(tensor.new({4, 1, 3, 2}):median(), "i64", 2)
-  h.check(tensor.median(tensor.new({{4.5, 1}, {3, 2}})), "f32", 2)
+  c.check(tensor.new({4, 1, 3, 2}):median(), "i64", 2)
+  c.check(tensor.median(tensor.new({{4.5, 1}, {3, 2}})), "f32", 2)
   v, i = tensor.new({{3, 1, 2, 0}}):median(2)
-  h.check(v, "i64", {1})
-  h.check(i, "i64", {2})
-  h.check(tensor.new(7.5):median(), "f32", 7.5)
+  c.check(v, "i64", {1})
+  c.check(i, "i64", {2})
+  c.check(tensor.new(7.5):median(), "f32", 7.5)
+  c.run()
 end)
 
 h.test("median of a line holding NaN is NaN at its first NaN (as PyTorch)", function()
+  local c = batch()
   -- PyTorch 1.13: values [nan, 1], indices [1, 1] (0-based)
   local v, i = tensor.new({{1, nan, 2, nan}, {3, 1, 2, 0}}):median(2)
-  h.check(v, "f32", {nan, 1})
-  h.check(i, "i64", {2, 2})
-  h.check(tensor.new({1, nan, 2}):median(), "f32", nan)
+  c.check(v, "f32", {nan, 1})
+  c.check(i, "i64", {2, 2})
+  c.check(tensor.new({1, nan, 2}):median(), "f32", nan)
   -- kthvalue orders NaN last: the 3rd of [1, nan, 2] is NaN at 2, the 2nd is 2 at 3
   v, i = tensor.new({1, nan, 2}):kthvalue(3)
-  h.check(v, "f32", nan)
-  h.check(i, "i64", 2)
+  c.check(v, "f32", nan)
+  c.check(i, "i64", 2)
   v, i = tensor.new({1, nan, 2}):kthvalue(2)
-  h.check(v, "f32", 2)
-  h.check(i, "i64", 3)
+  c.check(v, "f32", 2)
+  c.check(i, "i64", 3)
+  c.run()
 end)
 
 -- ---------------------------------------------------------------------------
@@ -163,21 +194,22 @@ end)
 local X = {{0.5, -1.25, 2, 0.5, -3}, {4, 4, -0.0, 1.5, 0.0}}
 
 h.test("var and std: dims, correction, unbiased, keepdim, no dim", function()
+  local c = batch()
   local x = f64(X)
-  h.near(x:var(2), {3.6875, 4.05}, h.F64, "f64")
-  h.near(x:var(1, {unbiased = false}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
-  h.near(x:var(1, {correction = 0}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
-  h.near(x:var(), 4.7229166666666667, h.F64)
-  h.near(x:std(2), {1.9202864369, 2.0124611797}, {rel = 1e-10, abs = 0})
-  h.near(x:std(), 2.1732272469, {rel = 1e-10, abs = 0})
-  h.near(x:std(1, {correction = 0}), {1.75, 2.625, 1, 0.5, 1.5}, h.F64)
-  h.near(x:var(2, true), {{3.6875}, {4.05}}, h.F64)
-  h.near(x:var(2, {keepdim = true, correction = 2}), {{3.6875 * 4 / 3}, {4.05 * 4 / 3}}, h.F64)
-  h.near(tensor.var(x, 2), {3.6875, 4.05}, h.F64)
+  c.near(x:var(2), {3.6875, 4.05}, h.F64, "f64")
+  c.near(x:var(1, {unbiased = false}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
+  c.near(x:var(1, {correction = 0}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
+  c.near(x:var(), 4.7229166666666667, h.F64)
+  c.near(x:std(2), {1.9202864369, 2.0124611797}, {rel = 1e-10, abs = 0})
+  c.near(x:std(), 2.1732272469, {rel = 1e-10, abs = 0})
+  c.near(x:std(1, {correction = 0}), {1.75, 2.625, 1, 0.5, 1.5}, h.F64)
+  c.near(x:var(2, true), {{3.6875}, {4.05}}, h.F64)
+  c.near(x:var(2, {keepdim = true, correction = 2}), {{3.6875 * 4 / 3}, {4.05 * 4 / 3}}, h.F64)
+  c.near(tensor.var(x, 2), {3.6875, 4.05}, h.F64)
   -- one element: 0 / 0 with the default correction
-  h.check(tensor.new({3.0}):var(), "f32", nan)
+  c.check(tensor.new({3.0}):var(), "f32", nan)
   -- integers compute in f32, as mean does
-  h.check(tensor.new({1, 2, 3, 4}):var(), "f32", 5 / 3, h.F32)
+  c.check(tensor.new({1, 2, 3, 4}):var(), "f32", 5 / 3, h.F32)
   -- f32: sum of squared deviations, against the same in Lua doubles
   tensor.manual_seed(3)
   local big = tensor.rand(3, 500) * 10 + 1000
@@ -191,63 +223,73 @@ h.test("var and std: dims, correction, unbiased, keepdim, no dim", function()
     for _, v in ipairs(row) do s = s + (v - mean) ^ 2 end
     want[r] = s / (#row - 1)
   end
-  h.near(big:var(2), want, {rel = 1e-4, abs = 0})
+  c.near(big:var(2), want, {rel = 1e-4, abs = 0})
+  c.run()
 end)
 
 h.test("var_mean and std_mean", function()
+  local c = batch()
   local v, m = f64(X):var_mean(2)
-  h.near(v, {3.6875, 4.05}, h.F64)
-  h.near(m, {-0.25, 1.9}, h.F64)
+  c.near(v, {3.6875, 4.05}, h.F64)
+  c.near(m, {-0.25, 1.9}, h.F64)
   local s, m2 = tensor.std_mean(f64(X), 1, {correction = 0, keepdim = true})
-  h.near(s, {{1.75, 2.625, 1, 0.5, 1.5}}, h.F64)
-  h.near(m2, {{2.25, 1.375, 1, 1, -1.5}}, h.F64)
+  c.near(s, {{1.75, 2.625, 1, 0.5, 1.5}}, h.F64)
+  c.near(m2, {{2.25, 1.375, 1, 1, -1.5}}, h.F64)
+  c.run()
 end)
 
 h.test("norm: p = 2, 3, 1, inf, -inf, 0, fro; dims and keepdim", function()
+  local c = batch()
   local x = f64(X)
   local tol = {rel = 1e-10, abs = 0}
-  h.near(x:norm(), 7.0222859526, tol)
-  h.near(x:norm(3), 5.5241704835, tol)
-  h.near(x:norm(1, 2), {7.25, 9.5}, h.F64)
-  h.near(x:norm(math.huge, 1), {4, 4, 2, 1.5, 3}, h.F64)
-  h.near(x:norm("inf", 1), {4, 4, 2, 1.5, 3}, h.F64)
-  h.near(x:norm("-inf", 2), {0.5, 0}, h.F64)
-  h.near(x:norm(0, 2), {5, 3}, h.F64)
-  h.near(x:norm("fro", 2), {3.8810436741, 5.8523499554}, tol)
-  h.near(x:norm(2, 2, true), {{3.8810436741}, {5.8523499554}}, tol)
-  h.near(tensor.norm(tensor.new({3, 4})), 5, h.F32)
+  c.near(x:norm(), 7.0222859526, tol)
+  c.near(x:norm(3), 5.5241704835, tol)
+  c.near(x:norm(1, 2), {7.25, 9.5}, h.F64)
+  c.near(x:norm(math.huge, 1), {4, 4, 2, 1.5, 3}, h.F64)
+  c.near(x:norm("inf", 1), {4, 4, 2, 1.5, 3}, h.F64)
+  c.near(x:norm("-inf", 2), {0.5, 0}, h.F64)
+  c.near(x:norm(0, 2), {5, 3}, h.F64)
+  c.near(x:norm("fro", 2), {3.8810436741, 5.8523499554}, tol)
+  c.near(x:norm(2, 2, true), {{3.8810436741}, {5.8523499554}}, tol)
+  c.near(tensor.norm(tensor.new({3, 4})), 5, h.F32)
+  c.run()
 end)
 
 h.test("logsumexp: shifted by the maximum; -inf and +inf lines as PyTorch", function()
+  local c = batch()
   local x = f64(X)
   local tol = {rel = 1e-10, abs = 1e-10}
-  h.near(x:logsumexp(2), {2.3999649936, 4.7508103753}, tol)
-  h.near(x:logsumexp(1),
+  c.near(x:logsumexp(2), {2.3999649936, 4.7508103753}, tol)
+  c.near(x:logsumexp(1),
          {4.0297504183, 4.0052337982, 2.1269280110, 1.8132616875, 0.0485873516}, tol)
-  h.near(x:logsumexp(), 4.8418282408, tol)
-  h.near(x:logsumexp(2, true), {{2.3999649936}, {4.7508103753}}, tol)
+  c.near(x:logsumexp(), 4.8418282408, tol)
+  c.near(x:logsumexp(2, true), {{2.3999649936}, {4.7508103753}}, tol)
   -- exp(1000) overflows: only the shift keeps these finite
-  h.near(tensor.new({{1000, 1000.5}, {-1000, -1001}}):logsumexp(2), {1000.9740600586, -999.6867675781},
+  c.near(tensor.new({{1000, 1000.5}, {-1000, -1001}}):logsumexp(2), {1000.9740600586, -999.6867675781},
          {rel = 1e-7, abs = 0})
-  h.check(tensor.new({{-inf, -inf}, {inf, 1}, {nan, 1}}):logsumexp(2), "f32", {-inf, inf, nan})
-  h.check(tensor.zeros(2, 0):logsumexp(2), "f32", {-inf, -inf})
+  c.check(tensor.new({{-inf, -inf}, {inf, 1}, {nan, 1}}):logsumexp(2), "f32", {-inf, inf, nan})
+  c.check(tensor.zeros(2, 0):logsumexp(2), "f32", {-inf, -inf})
+  c.run()
 end)
 
 h.test("amax and amin: values only, any dim or all", function()
+  local c = batch()
   local x = tensor.new({{1, 7, 3}, {7, -2, 0}})
-  h.check(x:amax(), "i64", 7)
-  h.check(x:amax(2), "i64", {7, 7})
-  h.check(x:amin(1, true), "i64", {{1, -2, 0}})
-  h.check(tensor.amin(x, -1), "i64", {1, -2})
+  c.check(x:amax(), "i64", 7)
+  c.check(x:amax(2), "i64", {7, 7})
+  c.check(x:amin(1, true), "i64", {{1, -2, 0}})
+  c.check(tensor.amin(x, -1), "i64", {1, -2})
+  c.run()
 end)
 
 h.test("cumprod: floats, zeros, integers and bools (as i64)", function()
+  local c = batch()
   -- PyTorch: cumprod along dim 2 of X
-  h.near(f64(X):cumprod(2), {{0.5, -0.625, -1.25, -0.625, 1.875}, {4, 16, -0.0, -0.0, -0.0}},
+  c.near(f64(X):cumprod(2), {{0.5, -0.625, -1.25, -0.625, 1.875}, {4, 16, -0.0, -0.0, -0.0}},
          h.F64)
-  h.check(tensor.new({1, 2, 3, 4, 5}):cumprod(1), "i64", {1, 2, 6, 24, 120})
-  h.check(tensor.new({{1, 2}, {3, 4}}):int():cumprod(1), "i64", {{1, 2}, {3, 8}})
-  h.check(tensor.new({true, true, false, true}):cumprod(1), "i64", {1, 1, 0, 0})
+  c.check(tensor.new({1, 2, 3, 4, 5}):cumprod(1), "i64", {1, 2, 6, 24, 120})
+  c.check(tensor.new({{1, 2}, {3, 4}}):int():cumprod(1), "i64", {{1, 2}, {3, 8}})
+  c.check(tensor.new({true, true, false, true}):cumprod(1), "i64", {1, 1, 0, 0})
   -- a long line: against a running product in Lua
   local list, want, p = {}, {}, 1
   for k = 1, 37 do
@@ -255,62 +297,63 @@ h.test("cumprod: floats, zeros, integers and bools (as i64)", function()
     p = p * list[k]
     want[k] = p
   end
-  h.near(f64(list):cumprod(1), want, {rel = 1e-14, abs = 0})
-  h.check(tensor.new(3.5):cumprod(1), "f32", 3.5)
+  c.near(f64(list):cumprod(1), want, {rel = 1e-14, abs = 0})
+  c.check(tensor.new(3.5):cumprod(1), "f32", 3.5)
+  c.run()
 end)
 
 -- ---------------------------------------------------------------------------
--- Gradients against finite differences (f64).
+-- Gradients against finite differences (f64), several functions to a check
+-- (their results flattened and joined) so that each check is one graph.
+local function joined(...)
+  local parts = {}
+  for k, t in ipairs({...}) do parts[k] = t:reshape(-1) end
+  return tensor.cat(parts, 1)
+end
 local S = {3, 5}
-gradcheck("sort values", function(x) return x:sort(2) end, {values(S, -2, 2)})
-gradcheck("sort values, descending, dim 1", function(x) return x:sort(1, true) * x end,
-          {values(S, -2, 2)})
-gradcheck("msort", function(x) return x:msort() end, {values(S, -2, 2)})
-gradcheck("topk values", function(x) return x:topk(2) end, {values(S, -2, 2)})
-gradcheck("topk smallest along dim 1", function(x) return x:topk(2, 1, false) end,
-          {values(S, -2, 2)})
-gradcheck("kthvalue", function(x) return x:kthvalue(3, 2) end, {values(S, -2, 2)})
-gradcheck("median along a dim", function(x) return x:median(1) end, {values(S, -2, 2)})
-gradcheck("median of everything", function(x) return x:median() end, {values(S, -2, 2)})
-gradcheck("var", function(x) return x:var(2) end, {values(S, -2, 2)})
-gradcheck("var of everything, no correction", function(x) return x:var({correction = 0}) end,
-          {values(S, -2, 2)})
-gradcheck("std", function(x) return x:std(1, true) end, {values(S, -2, 2)})
-gradcheck("norm 2", function(x) return x:norm() end, {values(S, -2, 2)})
-gradcheck("norm 3 along a dim", function(x) return x:norm(3, 2) end, {values(S, 0.2, 2)})
-gradcheck("norm 1", function(x) return x:norm(1, 1) end, {values(S, 0.2, 2)})
-gradcheck("norm inf", function(x) return x:norm("inf", 2) end, {values(S, -2, 2)})
-gradcheck("logsumexp", function(x) return x:logsumexp(2) end, {values(S, -3, 3)})
-gradcheck("logsumexp of everything", function(x) return x:logsumexp() end, {values(S, -3, 3)})
-gradcheck("amax", function(x) return x:amax(2) end, {values(S, -2, 2)})
-gradcheck("cumprod", function(x) return x:cumprod(2) end, {values(S, 0.5, 1.5)})
-gradcheck("cumprod along dim 1", function(x) return x:cumprod(1) end, {values({5, 2}, -2, 2)})
+gradcheck("sort, msort, topk, kthvalue, median values", function(x)
+  return joined(x:sort(2), x:sort(1, true) * x, x:msort(), x:topk(2), x:topk(2, 1, false),
+                x:kthvalue(3, 2), x:median(1), x:median())
+end, {values(S, -2, 2)})
+gradcheck("var, std, norms", function(x)
+  return joined(x:var(2), x:var({correction = 0}), x:std(1, true), x:norm(), x:norm(3, 2),
+                x:norm(1, 1), x:norm("inf", 2))
+end, {values(S, 0.2, 2)})
+gradcheck("var, std and norms of values of both signs", function(x)
+  return joined(x:var(1), x:std(), x:norm(2, 1), x:norm(3))
+end, {values(S, -2, 2)})
+gradcheck("logsumexp, amax, cumprod", function(x)
+  return joined(x:logsumexp(2), x:logsumexp(), x:amax(2), x:amin(1), x:cumprod(2),
+                x:cumprod(1))
+end, {values(S, -1.5, 1.5)})
 
 h.test("gradients at ties and zeros, as PyTorch", function()
+  local c = batch()
   -- amax splits the gradient among ties: [0, 0.5, 0.5]
   local x = f64({1, 3, 3}):requires_grad(true)
   x:amax():backward()
-  h.near(x:grad(), {0, 0.5, 0.5}, h.F64)
+  c.near(x:grad(), {0, 0.5, 0.5}, h.F64)
   -- the inf-norm likewise, with the sign: [0, -0.5, 0.5]
   x = f64({1, -3, 3}):requires_grad(true)
   x:norm(math.huge):backward()
-  h.near(x:grad(), {0, -0.5, 0.5}, h.F64)
+  c.near(x:grad(), {0, -0.5, 0.5}, h.F64)
   -- std and the 2-norm of constants: 0, not NaN
   x = f64({0, 0, 0}):requires_grad(true)
   x:std():backward()
-  h.near(x:grad(), {0, 0, 0}, h.F64)
+  c.near(x:grad(), {0, 0, 0}, h.F64)
   x = f64({0, 0, 0}):requires_grad(true)
   x:norm():backward()
-  h.near(x:grad(), {0, 0, 0}, h.F64)
+  c.near(x:grad(), {0, 0, 0}, h.F64)
   -- cumprod through a zero: PyTorch gives [1, 32, 0, 0]
   x = f64({2, 0, 3, 4}):requires_grad(true)
   x:cumprod(1):sum():backward()
-  h.near(x:grad(), {1, 32, 0, 0}, h.F64)
+  c.near(x:grad(), {1, 32, 0, 0}, h.F64)
   -- sort: the gradient goes back to where each value came from
   x = f64({3, 1, 2}):requires_grad(true)
   local v = x:sort();
   (v * f64({1, 10, 100})):sum():backward()
-  h.near(x:grad(), {100, 1, 10}, h.F64)
+  c.near(x:grad(), {100, 1, 10}, h.F64)
+  c.run()
 end)
 
 -- ---------------------------------------------------------------------------
