@@ -41,9 +41,9 @@ int dim_or_last(lua_State* L, int arg, const Tensor& t, const char* function) {
   return lua_isnoneornil(L, arg) ? rank - 1 : check_dim(L, arg, rank, function);
 }
 
+// As sum's dim: a 0-dim tensor has none.
 std::optional<int> dim_or_all(lua_State* L, int arg, const Tensor& t, const char* function) {
-  if (lua_isnoneornil(L, arg)) return std::nullopt;
-  return check_dim(L, arg, std::max(rank_of(t), 1), function);
+  return optional_dim(L, arg, rank_of(t), function);
 }
 
 int sort(lua_State* L) {
