@@ -7,7 +7,7 @@
 //     options: {correction = 1, unbiased = true, keepdim = false}
 //   t:norm([p [, dim [, keepdim]]])   p: a number, math.huge, "inf", "-inf" or "fro"
 //   t:logsumexp([dim [, keepdim]])  t:amax([dim [, keepdim]])  t:amin(...)
-//   t:cumprod(dim)
+//   t:cumprod(dim)  t:cummax(dim)  t:cummin(dim)
 // dim defaults to the last for the sorting functions (as PyTorch).
 #include <cmath>
 #include <cstring>
@@ -197,6 +197,14 @@ int amax_amin(lua_State* L) {
                                       optional_boolean(L, 3, function, false)));
 }
 
+template <bool is_max>
+int cummax_cummin(lua_State* L) {
+  const char* function = is_max ? "cummax" : "cummin";
+  const Tensor& self = check_tensor(L, 1, function);
+  return push_pair(L, autograd::cummax_cummin(
+                          is_max, self, check_dim(L, 2, std::max(rank_of(self), 1), function)));
+}
+
 int cumprod(lua_State* L) {
   const Tensor& self = check_tensor(L, 1, "cumprod");
   return push_one(L,
@@ -222,6 +230,8 @@ void register_sorting_methods(lua_State* L) {
       {"amax", guarded<amax_amin<true>>},
       {"amin", guarded<amax_amin<false>>},
       {"cumprod", guarded<cumprod>},
+      {"cummax", guarded<cummax_cummin<true>>},
+      {"cummin", guarded<cummax_cummin<false>>},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, methods, 0);

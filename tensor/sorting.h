@@ -38,6 +38,9 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& a, int64_t k, int dim, bool kee
 std::pair<Tensor, Tensor> median(const Tensor& a, int dim, bool keepdim);
 // The lower median of all elements: a 0-dim value.
 Tensor median(const Tensor& a);
+// The running maximum (or minimum) along dim and where it was last reached
+// (a tie takes the later position; NaN, once met, stays), as torch.cummax.
+std::pair<Tensor, Tensor> cummax_cummin(bool is_max, const Tensor& a, int dim);
 
 // Variance over dim (nullopt: all elements) with the divisor
 // max(0, n - correction). Integer and bool tensors compute in f32.

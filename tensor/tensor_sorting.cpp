@@ -140,5 +140,50 @@ Tensor median(const Tensor& a) {
   return median(autograd::reshape(a, Shape{numel(a->shape)}), 0, false).first;
 }
 
+std::pair<Tensor, Tensor> cummax_cummin(bool is_max, const Tensor& a, int dim) {
+  const char* op = is_max ? "cummax" : "cummin";
+  check_sort_dim(a, dim, op);
+  const Tensor x = as_vector(a);
+  Context* context = x->context.get();
+  const int64_t n = x->shape[dim];
+  // Positions 1..n along dim, for every line.
+  Shape along = Shape::filled(x->shape.rank(), 1);
+  along[dim] = n;
+  const Array positions =
+      ops::arange(ops::Scalar::from_integer(1), ops::Scalar::from_integer(n + 1),
+                  ops::Scalar::from_integer(1), DType::i64);
+  Tensor where_reached =
+      lazylua::expand(lazylua::reshape(make_tensor(context, positions), along), x->shape);
+  // A scan of log2(n) steps (Hillis and Steele), on (value, position) pairs
+  // without gradients: after the step of stride s, position i holds the
+  // best of the (up to) 2s elements ending at i. Of two segments, the later
+  // one wins unless the earlier one is strictly better, or NaN while the
+  // later one is not.
+  Tensor best = x;
+  const BinaryOp at_least = is_max ? BinaryOp::ge : BinaryOp::le;
+  for (int64_t stride = 1; stride < n; stride *= 2) {
+    const Tensor earlier = lazylua::narrow(best, dim, 0, n - stride);
+    const Tensor later = lazylua::narrow(best, dim, stride, n - stride);
+    Tensor later_wins = lazylua::binary(at_least, later, earlier);
+    if (is_floating(x->dtype)) {
+      const Tensor later_nan = lazylua::binary(BinaryOp::ne, later, later);
+      const Tensor earlier_number = lazylua::binary(BinaryOp::eq, earlier, earlier);
+      later_wins =
+          lazylua::binary(BinaryOp::logical_or, later_nan,
+                          lazylua::binary(BinaryOp::logical_and, earlier_number, later_wins));
+    }
+    auto combine = [&](const Tensor& t) {
+      const Tensor head = lazylua::narrow(t, dim, 0, stride);
+      const Tensor tail = lazylua::where(later_wins, lazylua::narrow(t, dim, stride, n - stride),
+                                         lazylua::narrow(t, dim, 0, n - stride));
+      return lazylua::cat({head, tail}, dim);
+    };
+    best = combine(best);
+    where_reached = combine(where_reached);
+  }
+  auto [values, indices] = values_at(x, dim, where_reached, true);
+  return {like_rank(values, a), index_like_rank(indices, a)};
+}
+
 }  // namespace autograd
 }  // namespace lazylua

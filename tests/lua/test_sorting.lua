@@ -1,6 +1,7 @@
 -- test_sorting.lua - sort, argsort, msort, topk, kthvalue, median (one IR op,
 -- argsort, and gathers), and the statistics composed of existing ops: var,
--- std, var_mean, std_mean, norm, logsumexp, amax, amin, cumprod. Values are
+-- std, var_mean, std_mean, norm, logsumexp, amax, amin, cumprod, cummax,
+-- cummin. Values are
 -- checked against hand-computed numbers, plain-Lua references and PyTorch
 -- 1.13 output pasted as constants; gradients against finite differences in
 -- f64. Runs lazy, eager and compiled (tests/CMakeLists.txt).
@@ -302,6 +303,38 @@ h.test("cumprod: floats, zeros, integers and bools (as i64)", function()
   c.run()
 end)
 
+h.test("cummax and cummin: a tie takes the later position, NaN stays (as PyTorch)", function()
+  local c = batch()
+  -- PyTorch 1.13 (indices + 1)
+  local v, i = tensor.new({1, 3, 3, 2, nan, 5, nan, 1}):cummax(1)
+  c.check(v, "f32", {1, 3, 3, 3, nan, nan, nan, nan})
+  c.check(i, "i64", {1, 2, 3, 3, 5, 5, 7, 7})
+  v, i = tensor.new({3, 1, 1, 2, nan, 0, nan}):cummin(1)
+  c.check(v, "f32", {3, 1, 1, 1, nan, nan, nan})
+  c.check(i, "i64", {1, 2, 3, 3, 5, 5, 7})
+  v, i = tensor.new({{1, 4}, {3, 2}, {3, 5}}):cummax(1)
+  c.check(v, "i64", {{1, 4}, {3, 4}, {3, 5}})
+  c.check(i, "i64", {{1, 1}, {2, 1}, {3, 3}})
+  v, i = tensor.cummin(tensor.new({true, false, true}), 1)
+  c.check(v, "bool", {true, false, false})
+  c.check(i, "i64", {1, 2, 2})
+  v, i = tensor.new(2.5):cummax(1)
+  c.check(v, "f32", 2.5)
+  c.check(i, "i64", 1)
+  -- a long line with many ties, against a running maximum in Lua
+  local list, want_v, want_i = {}, {}, {}
+  for k = 1, 45 do
+    list[k] = (k * 7) % 11
+    local best = want_v[k - 1]
+    if not best or list[k] >= best then want_v[k], want_i[k] = list[k], k
+    else want_v[k], want_i[k] = best, want_i[k - 1] end
+  end
+  v, i = tensor.new(list):cummax(1)
+  c.check(v, "i64", want_v)
+  c.check(i, "i64", want_i)
+  c.run()
+end)
+
 -- ---------------------------------------------------------------------------
 -- Gradients against finite differences (f64), several functions to a check
 -- (their results flattened and joined) so that each check is one graph.
@@ -324,7 +357,7 @@ gradcheck("var, std and norms of values of both signs", function(x)
 end, {values(S, -2, 2)})
 gradcheck("logsumexp, amax, cumprod", function(x)
   return joined(x:logsumexp(2), x:logsumexp(), x:amax(2), x:amin(1), x:cumprod(2),
-                x:cumprod(1))
+                x:cumprod(1), x:cummax(2), x:cummin(1))
 end, {values(S, -1.5, 1.5)})
 
 h.test("gradients at ties and zeros, as PyTorch", function()
@@ -353,6 +386,10 @@ h.test("gradients at ties and zeros, as PyTorch", function()
   local v = x:sort();
   (v * f64({1, 10, 100})):sum():backward()
   c.near(x:grad(), {100, 1, 10}, h.F64)
+  -- cummax: each running maximum's gradient goes to where it was reached: [1, 1, 2, 0]
+  x = f64({1, 3, 3, 2}):requires_grad(true)
+  x:cummax(1):sum():backward()
+  c.near(x:grad(), {1, 1, 2, 0}, h.F64)
   c.run()
 end)
 
