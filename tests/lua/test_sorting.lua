@@ -33,24 +33,36 @@ local function lua_order(list, descending)
   return order
 end
 
--- Checks made after one sync of every tensor they read: one graph (one
--- compile in the compiled mode) per group instead of one per check.
-local function batch()
-  local b, items = {}, {}
-  function b.check(...) items[#items + 1] = {h.check, table.pack(...)} end
-  function b.near(...) items[#items + 1] = {h.near, table.pack(...)} end
-  function b.run()
-    local tensors = {}
-    for k, item in ipairs(items) do tensors[k] = item[2][1] end
-    tensor.sync(table.unpack(tensors))
-    for _, item in ipairs(items) do item[1](table.unpack(item[2], 1, item[2].n)) end
+-- Groups of checks made after one sync of every tensor they read, all
+-- groups together: one graph (one compile in the compiled mode) instead of
+-- one per check. group(name, fn) runs fn(c) at once, c.check and c.near
+-- queue checks (h.check, h.near); run_groups() syncs and runs each group's
+-- checks as an h.test.
+local groups = {}
+local function group(name, fn)
+  local items, c = {}, {}
+  function c.check(...) items[#items + 1] = {h.check, table.pack(...)} end
+  function c.near(...) items[#items + 1] = {h.near, table.pack(...)} end
+  local ok, message = xpcall(fn, debug.traceback, c)
+  local line = debug.getinfo(2, "l").currentline
+  groups[#groups + 1] = {name = name .. ", line " .. line, items = items, ok = ok, message = message}
+end
+local function run_groups()
+  local tensors = {}
+  for _, g in ipairs(groups) do
+    for _, item in ipairs(g.items) do tensors[#tensors + 1] = item[2][1] end
   end
-  return b
+  tensor.sync(table.unpack(tensors))
+  for _, g in ipairs(groups) do
+    h.test(g.name, function()
+      if not g.ok then error(g.message, 0) end
+      for _, item in ipairs(g.items) do item[1](table.unpack(item[2], 1, item[2].n)) end
+    end)
+  end
 end
 
 -- ---------------------------------------------------------------------------
-h.test("sort: ties keep their order, NaN sorts largest, -0 equals 0", function()
-  local c = batch()
+group("sort: ties keep their order, NaN sorts largest, -0 equals 0", function(c)
   -- PyTorch 1.13, torch.sort(x, stable=True), indices + 1:
   local x = tensor.new({2, nan, -0.0, 0.0, 1, nan, 2})
   local v, i = x:sort()
@@ -61,11 +73,9 @@ h.test("sort: ties keep their order, NaN sorts largest, -0 equals 0", function()
   c.check(i, "i64", {2, 6, 1, 7, 5, 3, 4})
   c.check(tensor.argsort(x, 1, true), "i64", {2, 6, 1, 7, 5, 3, 4})
   c.check(x:argsort(), "i64", {3, 4, 5, 1, 7, 2, 6})
-  c.run()
 end)
 
-h.test("sort along each dim of a 2-D tensor, and of a transposed view", function()
-  local c = batch()
+group("sort along each dim of a 2-D tensor, and of a transposed view", function(c)
   local rows = {{3, 1, 2, 1}, {0, -5, 7, 7}, {2, 2, 2, 1}}
   local t = tensor.new(rows, {dtype = "f64"})
   local v, i = t:sort(2)
@@ -82,11 +92,9 @@ h.test("sort along each dim of a 2-D tensor, and of a transposed view", function
   c.check(t:sort(-1), "f64", {{1, 1, 2, 3}, {-5, 0, 7, 7}, {1, 2, 2, 2}})
   c.check(t:msort(), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
   c.check(tensor.msort(t), "f64", {{0, -5, 2, 1}, {2, 1, 2, 1}, {3, 2, 7, 7}})
-  c.run()
 end)
 
-h.test("sort of integers, bools, a 0-dim tensor and an empty tensor", function()
-  local c = batch()
+group("sort of integers, bools, a 0-dim tensor and an empty tensor", function(c)
   local v, i = tensor.new({5, -3, 9, -3, 0}):sort(1, true)
   c.check(v, "i64", {9, 5, 0, -3, -3})
   c.check(i, "i64", {3, 1, 5, 2, 4})
@@ -102,7 +110,6 @@ h.test("sort of integers, bools, a 0-dim tensor and an empty tensor", function()
   v, i = tensor.zeros(2, 0):sort()
   h.shape(v, {2, 0})
   c.check(i, "i64", {{}, {}}, nil, {2, 0})
-  c.run()
 end)
 
 h.test("sort of random rows agrees with a stable sort in Lua, both directions", function()
@@ -126,8 +133,7 @@ h.test("sort of random rows agrees with a stable sort in Lua, both directions", 
 end)
 
 -- ---------------------------------------------------------------------------
-h.test("topk: largest and smallest, sorted, ties take the first position", function()
-  local c = batch()
+group("topk: largest and smallest, sorted, ties take the first position", function(c)
   local x = tensor.new({{1, 5, 3, 5, -2}, {0, 0, 9, 8, 9}})
   local v, i = x:topk(3)
   c.check(v, "i64", {{5, 5, 3}, {9, 9, 8}})
@@ -145,11 +151,9 @@ h.test("topk: largest and smallest, sorted, ties take the first position", funct
   v, i = x:topk(0)
   h.shape(v, {2, 0})
   h.shape(i, {2, 0})
-  c.run()
 end)
 
-h.test("kthvalue and median (the lower one), with and without keepdim", function()
-  local c = batch()
+group("kthvalue and median (the lower one), with and without keepdim", function(c)
   local x = tensor.new({{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}}, {dtype = "f64"})
   local v, i = x:kthvalue(2)
   c.check(v, "f64", {1, 3})
@@ -170,11 +174,9 @@ h.test("kthvalue and median (the lower one), with and without keepdim", function
   c.check(v, "i64", {1})
   c.check(i, "i64", {2})
   c.check(tensor.new(7.5):median(), "f32", 7.5)
-  c.run()
 end)
 
-h.test("median of a line holding NaN is NaN at its first NaN (as PyTorch)", function()
-  local c = batch()
+group("median of a line holding NaN is NaN at its first NaN (as PyTorch)", function(c)
   -- PyTorch 1.13: values [nan, 1], indices [1, 1] (0-based)
   local v, i = tensor.new({{1, nan, 2, nan}, {3, 1, 2, 0}}):median(2)
   c.check(v, "f32", {nan, 1})
@@ -187,15 +189,13 @@ h.test("median of a line holding NaN is NaN at its first NaN (as PyTorch)", func
   v, i = tensor.new({1, nan, 2}):kthvalue(2)
   c.check(v, "f32", 2)
   c.check(i, "i64", 3)
-  c.run()
 end)
 
 -- ---------------------------------------------------------------------------
 -- The numbers below are PyTorch 1.13's, in f64.
 local X = {{0.5, -1.25, 2, 0.5, -3}, {4, 4, -0.0, 1.5, 0.0}}
 
-h.test("var and std: dims, correction, unbiased, keepdim, no dim", function()
-  local c = batch()
+group("var and std: dims, correction, unbiased, keepdim, no dim", function(c)
   local x = f64(X)
   c.near(x:var(2), {3.6875, 4.05}, h.F64, "f64")
   c.near(x:var(1, {unbiased = false}), {3.0625, 6.890625, 1, 0.25, 2.25}, h.F64)
@@ -225,22 +225,18 @@ h.test("var and std: dims, correction, unbiased, keepdim, no dim", function()
     want[r] = s / (#row - 1)
   end
   c.near(big:var(2), want, {rel = 1e-4, abs = 0})
-  c.run()
 end)
 
-h.test("var_mean and std_mean", function()
-  local c = batch()
+group("var_mean and std_mean", function(c)
   local v, m = f64(X):var_mean(2)
   c.near(v, {3.6875, 4.05}, h.F64)
   c.near(m, {-0.25, 1.9}, h.F64)
   local s, m2 = tensor.std_mean(f64(X), 1, {correction = 0, keepdim = true})
   c.near(s, {{1.75, 2.625, 1, 0.5, 1.5}}, h.F64)
   c.near(m2, {{2.25, 1.375, 1, 1, -1.5}}, h.F64)
-  c.run()
 end)
 
-h.test("norm: p = 2, 3, 1, inf, -inf, 0, fro; dims and keepdim", function()
-  local c = batch()
+group("norm: p = 2, 3, 1, inf, -inf, 0, fro; dims and keepdim", function(c)
   local x = f64(X)
   local tol = {rel = 1e-10, abs = 0}
   c.near(x:norm(), 7.0222859526, tol)
@@ -253,11 +249,9 @@ h.test("norm: p = 2, 3, 1, inf, -inf, 0, fro; dims and keepdim", function()
   c.near(x:norm("fro", 2), {3.8810436741, 5.8523499554}, tol)
   c.near(x:norm(2, 2, true), {{3.8810436741}, {5.8523499554}}, tol)
   c.near(tensor.norm(tensor.new({3, 4})), 5, h.F32)
-  c.run()
 end)
 
-h.test("logsumexp: shifted by the maximum; -inf and +inf lines as PyTorch", function()
-  local c = batch()
+group("logsumexp: shifted by the maximum; -inf and +inf lines as PyTorch", function(c)
   local x = f64(X)
   local tol = {rel = 1e-10, abs = 1e-10}
   c.near(x:logsumexp(2), {2.3999649936, 4.7508103753}, tol)
@@ -270,21 +264,17 @@ h.test("logsumexp: shifted by the maximum; -inf and +inf lines as PyTorch", func
          {rel = 1e-7, abs = 0})
   c.check(tensor.new({{-inf, -inf}, {inf, 1}, {nan, 1}}):logsumexp(2), "f32", {-inf, inf, nan})
   c.check(tensor.zeros(2, 0):logsumexp(2), "f32", {-inf, -inf})
-  c.run()
 end)
 
-h.test("amax and amin: values only, any dim or all", function()
-  local c = batch()
+group("amax and amin: values only, any dim or all", function(c)
   local x = tensor.new({{1, 7, 3}, {7, -2, 0}})
   c.check(x:amax(), "i64", 7)
   c.check(x:amax(2), "i64", {7, 7})
   c.check(x:amin(1, true), "i64", {{1, -2, 0}})
   c.check(tensor.amin(x, -1), "i64", {1, -2})
-  c.run()
 end)
 
-h.test("cumprod: floats, zeros, integers and bools (as i64)", function()
-  local c = batch()
+group("cumprod: floats, zeros, integers and bools (as i64)", function(c)
   -- PyTorch: cumprod along dim 2 of X
   c.near(f64(X):cumprod(2), {{0.5, -0.625, -1.25, -0.625, 1.875}, {4, 16, -0.0, -0.0, -0.0}},
          h.F64)
@@ -300,11 +290,9 @@ h.test("cumprod: floats, zeros, integers and bools (as i64)", function()
   end
   c.near(f64(list):cumprod(1), want, {rel = 1e-14, abs = 0})
   c.check(tensor.new(3.5):cumprod(1), "f32", 3.5)
-  c.run()
 end)
 
-h.test("cummax and cummin: a tie takes the later position, NaN stays (as PyTorch)", function()
-  local c = batch()
+group("cummax and cummin: a tie takes the later position, NaN stays (as PyTorch)", function(c)
   -- PyTorch 1.13 (indices + 1)
   local v, i = tensor.new({1, 3, 3, 2, nan, 5, nan, 1}):cummax(1)
   c.check(v, "f32", {1, 3, 3, 3, nan, nan, nan, nan})
@@ -332,7 +320,6 @@ h.test("cummax and cummin: a tie takes the later position, NaN stays (as PyTorch
   v, i = tensor.new(list):cummax(1)
   c.check(v, "i64", want_v)
   c.check(i, "i64", want_i)
-  c.run()
 end)
 
 -- ---------------------------------------------------------------------------
@@ -344,24 +331,18 @@ local function joined(...)
   return tensor.cat(parts, 1)
 end
 local S = {3, 5}
-gradcheck("sort, msort, topk, kthvalue, median values", function(x)
+gradcheck("sort, topk, kthvalue, median values; var, std, norms of both signs", function(x)
   return joined(x:sort(2), x:sort(1, true) * x, x:msort(), x:topk(2), x:topk(2, 1, false),
-                x:kthvalue(3, 2), x:median(1), x:median())
+                x:kthvalue(3, 2), x:median(1), x:median(), x:var(1), x:std(), x:norm(2, 1),
+                x:norm(3))
 end, {values(S, -2, 2)})
-gradcheck("var, std, norms", function(x)
+gradcheck("var, std, norms, logsumexp, amax, amin, cumprod, cummax, cummin", function(x)
   return joined(x:var(2), x:var({correction = 0}), x:std(1, true), x:norm(), x:norm(3, 2),
-                x:norm(1, 1), x:norm("inf", 2))
+                x:norm(1, 1), x:norm("inf", 2), x:logsumexp(2), x:logsumexp(), x:amax(2),
+                x:amin(1), x:cumprod(2), x:cumprod(1), x:cummax(2), x:cummin(1))
 end, {values(S, 0.2, 2)})
-gradcheck("var, std and norms of values of both signs", function(x)
-  return joined(x:var(1), x:std(), x:norm(2, 1), x:norm(3))
-end, {values(S, -2, 2)})
-gradcheck("logsumexp, amax, cumprod", function(x)
-  return joined(x:logsumexp(2), x:logsumexp(), x:amax(2), x:amin(1), x:cumprod(2),
-                x:cumprod(1), x:cummax(2), x:cummin(1))
-end, {values(S, -1.5, 1.5)})
 
-h.test("gradients at ties and zeros, as PyTorch", function()
-  local c = batch()
+group("gradients at ties and zeros, as PyTorch", function(c)
   -- amax splits the gradient among ties: [0, 0.5, 0.5]
   local x = f64({1, 3, 3}):requires_grad(true)
   x:amax():backward()
@@ -390,8 +371,9 @@ h.test("gradients at ties and zeros, as PyTorch", function()
   x = f64({1, 3, 3, 2}):requires_grad(true)
   x:cummax(1):sum():backward()
   c.near(x:grad(), {1, 1, 2, 0}, h.F64)
-  c.run()
 end)
+
+run_groups()
 
 -- ---------------------------------------------------------------------------
 h.test("argsort is one IR op, run by its shared kernel in compiled plans", function()
