@@ -119,6 +119,7 @@ std::optional<Array> known_value(const Instruction& instruction, const Rewriter&
       if (auto value = reduce_copies(instruction, rewriter, elements[0])) return value;
       return evaluate_whole(instruction, rewriter, elements);
     case Op::arg_reduce:
+    case Op::argsort:
     case Op::cumsum:
     case Op::cat:
     case Op::gather:

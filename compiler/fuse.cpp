@@ -356,6 +356,7 @@ Lowering lowering_of(const Program& program, int index) {
     case Op::conv2d_grad_weight:
     case Op::max_pool2d:
     case Op::max_pool2d_grad:
+    case Op::argsort:
       return Lowering::library;
     case Op::cat:
     case Op::slice_update:

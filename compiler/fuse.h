@@ -28,7 +28,8 @@ enum class Lowering {
   assemble,    // cat, slice_update, select_update: a kernel per region written (regions of
                // one shape share one C function: the region's offset is in its pointer)
   matmul,      // a BLAS call
-  library,     // convolution or pooling: the shared kernel of tensor/kernels/conv.cpp
+  library,     // convolution, pooling or argsort: the shared kernel of tensor/kernels/conv.cpp
+               // or sort.cpp
   reference,   // the eager kernel, run inside the plan
   scan,        // a loop running the body's own plan (tensor/scan.h)
   scan_part,   // an output of a scan: a view its scan step sets

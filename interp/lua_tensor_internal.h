@@ -89,6 +89,8 @@ void register_autograd_methods(lua_State* L);
 void register_autograd_functions(lua_State* L);
 // chunk, split, tril, einsum, pad ... (lua_tensor_shape.cpp).
 void register_shape_methods(lua_State* L);
+// sort, topk, median, var, std, norm, logsumexp ... (lua_tensor_sorting.cpp).
+void register_sorting_methods(lua_State* L);
 // conv2d and max_pool2d (lua_tensor_conv.cpp).
 void register_conv_methods(lua_State* L);
 // tensor._adam_step, optim.Adam's update (lua_tensor_optim.cpp).

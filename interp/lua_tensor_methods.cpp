@@ -511,6 +511,7 @@ void register_methods(lua_State* L) {
   };
   luaL_setfuncs(L, methods, 0);
   register_shape_methods(L);
+  register_sorting_methods(L);
 }
 
 }  // namespace lazylua::binding

@@ -533,6 +533,7 @@ constexpr Row kRows[] = {
   {Op::conv2d_grad_weight, {unsupported}},
   {Op::max_pool2d,         {differentiable, in0, max_pool2d_rule}},
   {Op::max_pool2d_grad,    {unsupported}},
+  {Op::argsort,            {none}},  // positions are integers
   // A scan's gradient is a reverse scan, attached whole by scan_grad.cpp.
   {Op::scan,               {unsupported}},
   {Op::scan_output,        {unsupported}},

@@ -53,6 +53,8 @@ std::string attr_string(const Node& node) {
     case Op::max_pool2d_grad:
       return fmt::format("kernel={}x{}, stride={}x{}, padding={}x{}", a[0], a[1], a[2], a[3], a[4],
                          a[5]);
+    case Op::argsort:
+      return fmt::format("dim={}{}", a[0], a[1] ? ", descending" : "");
     case Op::clamp:
       return fmt::format("{}{}", node.sub_op & 1 ? "low" : "", node.sub_op & 2 ? " high" : "");
     default:

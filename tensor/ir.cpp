@@ -6,6 +6,7 @@
 
 #include "eager_ops.h"
 #include "scan.h"
+#include "sorting.h"
 
 namespace lazylua {
 namespace {
@@ -24,6 +25,7 @@ int attr_count(Op op, int input_rank) {
     case Op::select:
     case Op::slice_update:
     case Op::select_update:
+    case Op::argsort:
       return 2;
     case Op::slice:
       return 3;
@@ -296,6 +298,8 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
       return ops::max_pool2d(in[0], ops::window_from_attrs(a));
     case Op::max_pool2d_grad:
       return ops::max_pool2d_grad(in[0], in[1], ops::window_from_attrs(a));
+    case Op::argsort:
+      return ops::argsort(in[0], static_cast<int>(a[0]), a[1] != 0);
     case Op::scan:
       return evaluate_scan(node, in);
     case Op::scan_output:

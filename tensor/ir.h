@@ -52,6 +52,7 @@ namespace lazylua {
   X(conv2d_grad_weight) /* (grad_y, x) -> grad_weight of the node's shape; attrs: window */    \
   X(max_pool2d)      /* (x); attrs: window */                                                  \
   X(max_pool2d_grad) /* (grad_y, x) -> grad_x; attrs: window */                                \
+  X(argsort)       /* (x) -> i64 1-based stable positions; attrs: dim, descending */          \
   X(scan)          /* (carries, xs, captured): Node::body run attrs[4] times; the value is */  \
                    /* every output packed as bytes; attrs: counts of carries, xs, captured, */ \
                    /* ys, then length, reverse (see scan.h) */                                 \

@@ -32,7 +32,7 @@ local model = nn.Linear(2, 2)
 local opt = optim.SGD(model:parameters(), {lr = "0.1"})
 LUA
 expect_first_line string_lr \
-  "$LAZYLUA: string_lr.lua:4: SGD: lr must be a number >= 0, got string \"0.1\""
+  "$LAZYLUA: string_lr.lua:4: SGD: lr must be a number >= 0, got the string \"0.1\""
 
 cat >"$WORK/loss_shape.lua" <<'LUA'
 local nn = require "nn"

@@ -18,7 +18,7 @@
 //
 // Some ops run on the eager kernels in the compiled tier too, so their bits
 // agree by construction and the test checks how their results are placed:
-// matmul (the same BLAS call), conv2d, max_pool2d and their gradients
+// matmul (the same BLAS call), conv2d, max_pool2d, their gradients, argsort
 // (library steps), softmax over a dim other than the last and scatter_add
 // with partial lines (reference steps; the test prints how many ran).
 //
@@ -44,6 +44,7 @@
 #include "compiler/disk_cache.h"
 #include "compiler/native_executor.h"
 #include "tensor/scan.h"
+#include "tensor/sorting.h"
 #include "tensor/tensor.h"
 
 namespace lazylua {
@@ -344,7 +345,7 @@ class RandomProgram {
     const Tensor x = operand();
     const Shape& s = x->shape;
     const int rank = s.rank();
-    switch (pick(24)) {
+    switch (pick(25)) {
       case 0:
       case 1:
       case 2:
@@ -467,6 +468,13 @@ class RandomProgram {
       case 21:
       case 22:
         return convolution_step();
+      case 23: {  // argsort (a library step) and the sorted values it gathers
+        const int dim = rank == 0 ? 0 : pick(rank);
+        const Tensor order = argsort(x, dim, chance(50));
+        pool_.push_back(order);
+        if (rank > 0) pool_.push_back(gather(x, dim, order));
+        return true;
+      }
       default:
         return scan_step(x);
     }
