@@ -216,6 +216,25 @@ const F32Case kF32Cases[] = {
     {"erff", apply_chunk<ll_erff>, [](double x) { return std::erf(x); }, 0.51},
     {"erfcf", apply_chunk<ll_erfcf>, [](double x) { return std::erfc(x); }, 0.51},
     {"exp2f", apply_chunk<ll_exp2f>, [](double x) { return std::exp2(x); }, 0.51},
+    // libm's double, rounded once; the references in long double.
+    {"asinf", apply_chunk<ll_asinf>, [](double x) { return (double)std::asin((long double)x); },
+     0.51},
+    {"acosf", apply_chunk<ll_acosf>, [](double x) { return (double)std::acos((long double)x); },
+     0.51},
+    {"atanf", apply_chunk<ll_atanf>, [](double x) { return (double)std::atan((long double)x); },
+     0.51},
+    {"sinhf", apply_chunk<ll_sinhf>, [](double x) { return (double)std::sinh((long double)x); },
+     0.51},
+    {"coshf", apply_chunk<ll_coshf>, [](double x) { return (double)std::cosh((long double)x); },
+     0.51},
+    {"asinhf", apply_chunk<ll_asinhf>, [](double x) { return (double)std::asinh((long double)x); },
+     0.51},
+    {"acoshf", apply_chunk<ll_acoshf>, [](double x) { return (double)std::acosh((long double)x); },
+     0.51},
+    {"atanhf", apply_chunk<ll_atanhf>, [](double x) { return (double)std::atanh((long double)x); },
+     0.51},
+    {"log10f", apply_chunk<ll_log10f>, [](double x) { return (double)std::log10((long double)x); },
+     0.51},
 };
 
 // Bit patterns of the points whose neighbourhoods are swept densely.
@@ -333,6 +352,16 @@ const F64Case kF64Cases[] = {
     // glibc's erf and erfc, measured: 1.09 and 2.92 ulp.
     {"erf", apply_chunk_f64<ll_erf>, [](long double x) { return std::erf(x); }, 1.1, 8},
     {"erfc", apply_chunk_f64<ll_erfc>, [](long double x) { return std::erfc(x); }, 3.0, 30},
+    // glibc's, as measured.
+    {"asin", apply_chunk_f64<ll_asin>, [](long double x) { return std::asin(x); }, 1.0, 1},
+    {"acos", apply_chunk_f64<ll_acos>, [](long double x) { return std::acos(x); }, 1.0, 1},
+    {"atan", apply_chunk_f64<ll_atan>, [](long double x) { return std::atan(x); }, 1.0, 100},
+    {"sinh", apply_chunk_f64<ll_sinh>, [](long double x) { return std::sinh(x); }, 2.0, 700},
+    {"cosh", apply_chunk_f64<ll_cosh>, [](long double x) { return std::cosh(x); }, 2.0, 700},
+    {"asinh", apply_chunk_f64<ll_asinh>, [](long double x) { return std::asinh(x); }, 2.0, 100},
+    {"acosh", apply_chunk_f64<ll_acosh>, [](long double x) { return std::acosh(x); }, 2.0, 100},
+    {"atanh", apply_chunk_f64<ll_atanh>, [](long double x) { return std::atanh(x); }, 2.0, 1},
+    {"log10", apply_chunk_f64<ll_log10>, [](long double x) { return std::log10(x); }, 2.0, 100},
 };
 
 // Three kinds of input: any bit pattern; random magnitudes 2^-60..scale of
@@ -490,6 +519,22 @@ TEST(KernelMath, SpecialValuesFloat32) {
       {"exp2", ll_exp2f, nan, nan},
       {"frac", ll_fracf, -2.5f, -0.5f},
       {"frac", ll_fracf, inf, nan},
+      {"asin", ll_asinf, 1, 1.5707964f},
+      {"asin", ll_asinf, -0.0f, -0.0f},
+      {"asin", ll_asinf, 1.0000001f, nan},
+      {"acos", ll_acosf, 1, 0},
+      {"atan", ll_atanf, inf, 1.5707964f},
+      {"sinh", ll_sinhf, 90, inf},
+      {"sinh", ll_sinhf, -0.0f, -0.0f},
+      {"cosh", ll_coshf, -inf, inf},
+      {"asinh", ll_asinhf, -inf, -inf},
+      {"acosh", ll_acoshf, 1, 0},
+      {"acosh", ll_acoshf, 0.5f, nan},
+      {"atanh", ll_atanhf, 1, inf},
+      {"atanh", ll_atanhf, -1.5f, nan},
+      {"log10", ll_log10f, 1000, 3},
+      {"log10", ll_log10f, 0, -inf},
+      {"log10", ll_log10f, -1, nan},
   };
   for (const Row& row : rows)
     EXPECT_TRUE(same_float(row.expected, row.function(row.x))) << row.name << "(" << row.x << ")";
