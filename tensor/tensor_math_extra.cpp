@@ -215,9 +215,7 @@ void bernoulli_(const Tensor& self, const Tensor& p) {
 Tensor multinomial(const Tensor& probs, int64_t n, bool replacement) {
   const int rank = probs->shape.rank();
   if (rank != 1 && rank != 2) fail("multinomial: probs must be 1-D or 2-D, got {}-D", rank);
-  if (!is_floating(probs->dtype)) {
-    fail("multinomial: probs must be an f32 or f64 tensor, got {}", dtype_name(probs->dtype));
-  }
+  if (probs->dtype == DType::boolean) fail("multinomial: probs must be a number tensor, got bool");
   const int64_t rows = rank == 2 ? probs->shape[0] : 1;
   const int64_t categories = probs->shape[rank - 1];
   if (categories == 0) fail("multinomial: probs has no categories");

@@ -50,8 +50,8 @@ Tensor bernoulli(const Tensor& p);
 // broadcasts to self).
 void bernoulli_(const Tensor& self, double p);
 void bernoulli_(const Tensor& self, const Tensor& p);
-// n 1-based category indices per row of probs (1-D or 2-D weights), i64;
-// reads probs (syncs).
+// n 1-based category indices per row of probs (1-D or 2-D weights, any
+// number dtype), i64; reads probs (syncs).
 Tensor multinomial(const Tensor& probs, int64_t n, bool replacement);
 
 }  // namespace lazylua
