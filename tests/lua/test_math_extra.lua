@@ -289,6 +289,9 @@ h.test("multinomial", function()
     if tensor.multinomial(tensor.new({1, 3}), 2):tolist()[1] == 2 then first = first + 1 end
   end
   assert(math.abs(first - 300) < 45, "first pick " .. first)  -- standard error 8.7
+  -- computed (lazy) weights are read first
+  h.check((tensor.new({1.0, 0, 0}) * 2 + tensor.new({0, 0, 0})):multinomial(3, {replacement = true}),
+          "i64", {1, 1, 1})
   -- reproducible
   tensor.manual_seed(4)
   local a = tensor.multinomial(tensor.new({0.2, 0.3, 0.5}), 10, {replacement = true}):tolist()
