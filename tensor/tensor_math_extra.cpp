@@ -14,6 +14,7 @@
 
 #include "autograd.h"
 #include "kernels/random.h"
+#include "scan.h"
 
 namespace lazylua {
 namespace {
@@ -36,6 +37,17 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   return binary(BinaryOp::logical_or, a, b);
+}
+
+// A scan body is traced once in lazy mode, so numbers drawn inside it would
+// repeat on every iteration there, and differ in eager mode: refused in both.
+void check_not_in_scan(const Tensor& t, const char* op) {
+  if (t->context->scan_depth > 0) {
+    fail(
+        "{}: cannot draw random numbers inside a tensor.scan body (the body is recorded "
+        "once); draw them before the scan and pass them in xs",
+        op);
+  }
 }
 
 // A fresh contiguous array of the shape and dtype, from the generator.
@@ -136,6 +148,7 @@ Tensor xlogy(const Tensor& x, const Tensor& y) {
 }
 
 Tensor one_hot(const Tensor& index, std::optional<int64_t> num_classes) {
+  check_not_in_scan_body(index->context.get(), "one_hot reads its indices");
   if (index->dtype != DType::i64 && index->dtype != DType::i32) {
     fail("one_hot: index must be an i64 or i32 tensor of 1-based classes, got {}",
          dtype_name(index->dtype));
@@ -167,6 +180,7 @@ Tensor one_hot(const Tensor& index, std::optional<int64_t> num_classes) {
 
 void uniform_(const Tensor& self, double low, double high) {
   check_float_target(self, "uniform_");
+  check_not_in_scan(self, "uniform_");
   if (!std::isfinite(low) || !std::isfinite(high) || low > high) {
     fail("uniform_: expected finite low <= high, got [{}, {})", low, high);
   }
@@ -175,6 +189,7 @@ void uniform_(const Tensor& self, double low, double high) {
 
 void normal_(const Tensor& self, double mean, double std) {
   check_float_target(self, "normal_");
+  check_not_in_scan(self, "normal_");
   if (!std::isfinite(mean) || !(std >= 0) || !std::isfinite(std)) {
     fail("normal_: expected a finite mean and std >= 0, got mean = {}, std = {}", mean, std);
   }
@@ -185,6 +200,7 @@ void normal_(const Tensor& self, double mean, double std) {
 
 // u < p with u uniform in [0, 1) (f64, 53 bits): p = 0 never, p = 1 always.
 Tensor bernoulli(const Tensor& p) {
+  check_not_in_scan(p, "bernoulli");
   if (!is_floating(p->dtype)) {
     fail("bernoulli: p must be an f32 or f64 tensor of probabilities, got {}",
          dtype_name(p->dtype));
@@ -194,12 +210,14 @@ Tensor bernoulli(const Tensor& p) {
 }
 
 void bernoulli_(const Tensor& self, double p) {
+  check_not_in_scan(self, "bernoulli_");
   if (!(p >= 0 && p <= 1)) fail("bernoulli_: p must be in [0, 1], got {}", p);
   const Tensor u = make_tensor(self->context.get(), uniform_array(self->shape, DType::f64, 0, 1));
   copy_(self, binary(BinaryOp::lt, u, Scalar::from_double(p)));
 }
 
 void bernoulli_(const Tensor& self, const Tensor& p) {
+  check_not_in_scan(self, "bernoulli_");
   if (!is_floating(p->dtype)) {
     fail("bernoulli_: p must be a number or an f32/f64 tensor, got {}", dtype_name(p->dtype));
   }
@@ -213,6 +231,7 @@ void bernoulli_(const Tensor& self, const Tensor& p) {
 }
 
 Tensor multinomial(const Tensor& probs, int64_t n, bool replacement) {
+  check_not_in_scan(probs, "multinomial");
   const int rank = probs->shape.rank();
   if (rank != 1 && rank != 2) fail("multinomial: probs must be 1-D or 2-D, got {}-D", rank);
   if (probs->dtype == DType::boolean) fail("multinomial: probs must be a number tensor, got bool");

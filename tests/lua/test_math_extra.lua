@@ -313,4 +313,23 @@ h.test("multinomial: errors", function()
   h.still_works()
 end)
 
+h.test("random draws and one_hot inside a scan body are errors in every mode", function()
+  local function body_with(f)
+    return function()
+      tensor.scan(function(c, x) return c + f(x), nil end, tensor.zeros(2), tensor.zeros(3, 2))
+    end
+  end
+  h.err(body_with(function(x) return tensor.bernoulli(x + 0.5) end), "bernoulli: cannot draw")
+  h.err(body_with(function(x) return x:clone():uniform_() end), "uniform_: cannot draw",
+        "before the scan")
+  h.err(body_with(function(x) return x:clone():normal_() end), "normal_: cannot draw")
+  h.err(body_with(function(x) return x:clone():bernoulli_(0.5) end), "bernoulli_: cannot draw")
+  h.err(body_with(function(x)
+    return x + tensor.multinomial(tensor.new({1.0, 1}), 2):double():float()
+  end), "multinomial: cannot draw")
+  h.err(body_with(function(x) return x + tensor.new({1, 2}):one_hot(2):sum(1):float() end),
+        "one_hot")
+  h.still_works()
+end)
+
 h.done("test_math_extra")
