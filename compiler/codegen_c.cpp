@@ -161,6 +161,33 @@ std::string c_unary(UnaryOp op, DType dtype, const std::string& x) {
       return math("exp2", dtype, x);
     case UnaryOp::frac:
       return integer ? fmt::format("(({})0)", t) : math("frac", dtype, x);
+    case UnaryOp::asin:
+      return math("asin", dtype, x);
+    case UnaryOp::acos:
+      return math("acos", dtype, x);
+    case UnaryOp::atan:
+      return math("atan", dtype, x);
+    case UnaryOp::sinh:
+      return math("sinh", dtype, x);
+    case UnaryOp::cosh:
+      return math("cosh", dtype, x);
+    case UnaryOp::asinh:
+      return math("asinh", dtype, x);
+    case UnaryOp::acosh:
+      return math("acosh", dtype, x);
+    case UnaryOp::atanh:
+      return math("atanh", dtype, x);
+    case UnaryOp::log10:
+      return math("log10", dtype, x);
+    // dtype is the input's (any dtype in, bool out): integers are finite.
+    case UnaryOp::isnan:
+      return integer ? "((uint8_t)0)" : fmt::format("((uint8_t)(({0}) != ({0})))", x);
+    case UnaryOp::isinf:
+      return integer ? "((uint8_t)0)"
+                     : fmt::format("((uint8_t)(fabs{}({}) == INFINITY))", suffix(dtype), x);
+    case UnaryOp::isfinite:
+      return integer ? "((uint8_t)1)"
+                     : fmt::format("((uint8_t)(fabs{}({}) < INFINITY))", suffix(dtype), x);
   }
   // No default above: a row of elementwise_ops.h without a case here does
   // not compile (-Werror=switch); a value outside the enum is our bug.

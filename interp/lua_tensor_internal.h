@@ -93,6 +93,8 @@ void register_shape_methods(lua_State* L);
 void register_sorting_methods(lua_State* L);
 // conv2d and max_pool2d (lua_tensor_conv.cpp).
 void register_conv_methods(lua_State* L);
+// isclose, lerp, one_hot, uniform_, multinomial ... (lua_tensor_math_extra.cpp).
+void register_math_extra_methods(lua_State* L);
 // tensor._adam_step, optim.Adam's update (lua_tensor_optim.cpp).
 void register_optim_functions(lua_State* L);
 // tensor.scan and its primitive tensor._scan (lua_tensor_scan.cpp).

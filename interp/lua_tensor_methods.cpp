@@ -455,6 +455,7 @@ void register_elementwise_methods(lua_State* L) {
 void register_methods(lua_State* L) {
   register_elementwise_methods(L);
   register_masked_methods(L);
+  register_math_extra_methods(L);
   static const luaL_Reg methods[] = {
       {"clamp", guarded<clamp>},
       {"clamp_", guarded<clamp_inplace>},

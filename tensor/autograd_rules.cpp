@@ -165,6 +165,24 @@ Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, cons
       return mul(g, mul(y, std::log(2.0)));
     case UnaryOp::frac:  // x - trunc(x): 1 almost everywhere
       return g;
+    case UnaryOp::asin:  // 1 / sqrt(1 - x^2)
+      return mul(g, apply(UnaryOp::rsqrt, rsub(1.0, mul(x, x))));
+    case UnaryOp::acos:
+      return neg(mul(g, apply(UnaryOp::rsqrt, rsub(1.0, mul(x, x)))));
+    case UnaryOp::atan:  // 1 / (1 + x^2)
+      return div(g, add(mul(x, x), 1.0));
+    case UnaryOp::sinh:
+      return mul(g, apply(UnaryOp::cosh, x));
+    case UnaryOp::cosh:
+      return mul(g, apply(UnaryOp::sinh, x));
+    case UnaryOp::asinh:  // 1 / sqrt(x^2 + 1)
+      return mul(g, apply(UnaryOp::rsqrt, add(mul(x, x), 1.0)));
+    case UnaryOp::acosh:  // 1 / sqrt(x^2 - 1)
+      return mul(g, apply(UnaryOp::rsqrt, add(mul(x, x), -1.0)));
+    case UnaryOp::atanh:  // 1 / (1 - x^2)
+      return div(g, rsub(1.0, mul(x, x)));
+    case UnaryOp::log10:
+      return div(g, mul(x, std::log(10.0)));
     case UnaryOp::sign:
     case UnaryOp::floor:
     case UnaryOp::ceil:
@@ -172,6 +190,9 @@ Tensor unary_grad(UnaryOp op, Context* c, const Tensor& g, const Tensor& x, cons
     case UnaryOp::trunc:
       return zeros(c, dt, x->shape);
     case UnaryOp::logical_not:
+    case UnaryOp::isnan:
+    case UnaryOp::isinf:
+    case UnaryOp::isfinite:
       no_gradient(unary_op_name(op));
   }
   throw InternalError(fmt::format("no gradient rule for unary op {}", static_cast<int>(op)));

@@ -44,7 +44,8 @@ enum class OpIntErrors : uint8_t { never, may_fail };
 // method is the name. Semantics (elementwise.h): neg/abs/square wrap on
 // integers; relu(NaN) = NaN, relu(-0) = -0; round halves go to even; sign(0,
 // -0, NaN) give themselves; frac(x) = x - trunc(x) (frac(+-inf) = NaN, as
-// PyTorch); the float transcendentals are kernel_math.h's.
+// PyTorch); the float transcendentals are kernel_math.h's. isnan, isinf and
+// isfinite take any dtype (integers and bools are finite) and give bools.
 // clang-format off
 #define LAZYLUA_UNARY_OPS(X)                                                       \
   X(neg,         numbers, same,    cheap,     exact,  involution, yes)             \
@@ -74,7 +75,19 @@ enum class OpIntErrors : uint8_t { never, may_fail };
   X(erf,         floats,  same,    expensive, approx, none,       yes)             \
   X(erfc,        floats,  same,    expensive, approx, none,       yes)             \
   X(exp2,        floats,  same,    expensive, approx, none,       yes)             \
-  X(frac,        numbers, same,    cheap,     exact,  none,       yes)
+  X(frac,        numbers, same,    cheap,     exact,  none,       yes)             \
+  X(asin,        floats,  same,    expensive, approx, none,       yes)             \
+  X(acos,        floats,  same,    expensive, approx, none,       yes)             \
+  X(atan,        floats,  same,    expensive, approx, none,       yes)             \
+  X(sinh,        floats,  same,    expensive, approx, none,       yes)             \
+  X(cosh,        floats,  same,    expensive, approx, none,       yes)             \
+  X(asinh,       floats,  same,    expensive, approx, none,       yes)             \
+  X(acosh,       floats,  same,    expensive, approx, none,       yes)             \
+  X(atanh,       floats,  same,    expensive, approx, none,       yes)             \
+  X(log10,       floats,  same,    expensive, approx, none,       yes)             \
+  X(isnan,       any,     boolean, cheap,     exact,  none,       no)              \
+  X(isinf,       any,     boolean, cheap,     exact,  none,       no)              \
+  X(isfinite,    any,     boolean, cheap,     exact,  none,       no)
 
 // Binary ops: X(name, dtypes, result, cost, fold, in_place, int_errors,
 // alias): alias is a second Lua method name ("" for none).

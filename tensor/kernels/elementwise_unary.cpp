@@ -172,6 +172,17 @@ LAZYLUA_MATH_OP(gelu, gelu, LibmForDouble)
 LAZYLUA_MATH_OP(erf, erf, LibmForDouble)
 LAZYLUA_MATH_OP(erfc, erfc, LibmForDouble)
 LAZYLUA_MATH_OP(exp2, exp2, Cheap)
+// Inverse trigonometric, hyperbolic and log10: libm's double functions (the
+// float32 ones round them once).
+LAZYLUA_MATH_OP(asin, asin, LibmAlways)
+LAZYLUA_MATH_OP(acos, acos, LibmAlways)
+LAZYLUA_MATH_OP(atan, atan, LibmAlways)
+LAZYLUA_MATH_OP(sinh, sinh, LibmAlways)
+LAZYLUA_MATH_OP(cosh, cosh, LibmAlways)
+LAZYLUA_MATH_OP(asinh, asinh, LibmAlways)
+LAZYLUA_MATH_OP(acosh, acosh, LibmAlways)
+LAZYLUA_MATH_OP(atanh, atanh, LibmAlways)
+LAZYLUA_MATH_OP(log10, log10, LibmAlways)
 #undef LAZYLUA_MATH_OP
 struct rsqrt : Cheap {
   template <typename T>
@@ -192,6 +203,35 @@ struct logical_not : Cheap {
   template <typename T>
   [[gnu::always_inline]] static uint8_t apply(T x) {
     return static_cast<uint8_t>(x == T{0});
+  }
+};
+
+// Any dtype in, bool out: integers and bools are never NaN or infinite.
+struct isnan : Cheap {
+  template <typename T>
+  [[gnu::always_inline]] static uint8_t apply([[maybe_unused]] T x) {
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<uint8_t>(x != x);
+    else
+      return 0;
+  }
+};
+struct isinf : Cheap {
+  template <typename T>
+  [[gnu::always_inline]] static uint8_t apply([[maybe_unused]] T x) {
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<uint8_t>(std::fabs(x) == std::numeric_limits<T>::infinity());
+    else
+      return 0;
+  }
+};
+struct isfinite : Cheap {
+  template <typename T>
+  [[gnu::always_inline]] static uint8_t apply([[maybe_unused]] T x) {  // NaN < inf is false
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<uint8_t>(std::fabs(x) < std::numeric_limits<T>::infinity());
+    else
+      return 1;
   }
 };
 

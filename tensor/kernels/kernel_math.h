@@ -16,11 +16,14 @@
  * and asserted by tests/unit/kernel_math_test.cpp, f32 over every float (CI: every 127th):
  *   f32  exp 0.53  expm1 0.63  log 0.63  log2 0.73  log1p 0.64  tanh 0.59  sigmoid 0.53  gelu 7.6
  *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80  erf erfc exp2 0.50 (in
+ *        double, rounded once); asin acos atan sinh cosh asinh acosh atanh log10 0.50 (libm's
  *        double, rounded once); exp and sigmoid 0.76 where subnormal. Max relative error
  *        7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
  *   f64  exp 0.56  expm1 0.73  log 0.74  tanh 0.67  sigmoid 0.56 (0.75 subnormal), 49M
- *        samples; exp2 0.70 (1.2M samples); libm's erf 1.09, erfc 2.92;
- *        log2, log1p, gelu (0.89), erf, erfc, pow, sin, cos, tan, atan2, float % call libm
+ *        samples; exp2 0.70 (1.2M samples); libm's erf 1.09, erfc 2.92, asin 0.51, acos
+ *        atan 0.52, sinh 1.71, cosh 1.02, asinh 1.59, acosh 2.03, atanh 1.63, log10 1.57;
+ *        log2, log1p, gelu (0.89), erf, erfc, pow, sin, cos, tan, atan2, asin ... log10, float
+ *        % call libm
  *        (loops not vectorized; the same libm in every tier, as generated code runs in-process).
  * Special values follow C99 Annex F (NaN -> NaN, exp(-inf) = 0, log(0) = -inf, log(-1) = NaN,
  * tanh(+-inf) = +-1, sigmoid(+-inf) = 1, 0, gelu(-inf) = -0, signed zeros kept); ll_powf
@@ -421,6 +424,28 @@ LL_VECTOR float ll_erfcf(float x) {
 /* libm, not vectorized: the cancellation of 1 - erf leaves the double erfc no cheap form. */
 LL_MATH double ll_erf(double x) { return erf(x); }
 LL_MATH double ll_erfc(double x) { return erfc(x); }
+
+/* ---- asin acos atan sinh cosh asinh acosh atanh log10: libm's double functions (not vectorized,
+ * the same libm in every tier); the float32 ones call them and round once (0.5 ulp plus the
+ * double's error, like erf). Special values are libm's: asin(2) = NaN, atanh(1) = inf. */
+LL_MATH double ll_asin(double x) { return asin(x); }
+LL_MATH double ll_acos(double x) { return acos(x); }
+LL_MATH double ll_atan(double x) { return atan(x); }
+LL_MATH double ll_sinh(double x) { return sinh(x); }
+LL_MATH double ll_cosh(double x) { return cosh(x); }
+LL_MATH double ll_asinh(double x) { return asinh(x); }
+LL_MATH double ll_acosh(double x) { return acosh(x); }
+LL_MATH double ll_atanh(double x) { return atanh(x); }
+LL_MATH double ll_log10(double x) { return log10(x); }
+LL_MATH float ll_asinf(float x) { return (float)asin((double)x); }
+LL_MATH float ll_acosf(float x) { return (float)acos((double)x); }
+LL_MATH float ll_atanf(float x) { return (float)atan((double)x); }
+LL_MATH float ll_sinhf(float x) { return (float)sinh((double)x); }
+LL_MATH float ll_coshf(float x) { return (float)cosh((double)x); }
+LL_MATH float ll_asinhf(float x) { return (float)asinh((double)x); }
+LL_MATH float ll_acoshf(float x) { return (float)acosh((double)x); }
+LL_MATH float ll_atanhf(float x) { return (float)atanh((double)x); }
+LL_MATH float ll_log10f(float x) { return (float)log10((double)x); }
 
 /* ---- rounding, Lua // and %, conversions. floor from nearbyint (GCC vectorizes nearbyint, not
  * floor): exact, keeps -0, NaN and inf. Round half to even is nearbyint. */

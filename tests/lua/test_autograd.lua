@@ -16,7 +16,9 @@ local unary_domains = {
   log = {0.2, 3}, log1p = {0.1, 3}, log2 = {0.2, 3}, sqrt = {0.2, 3}, rsqrt = {0.2, 3},
   reciprocal = {0.3, 3}, sin = {-3, 3}, cos = {-3, 3}, tan = {-1, 1}, tanh = {-2, 2},
   sigmoid = {-3, 3}, relu = {0.1, 2}, gelu = {-3, 3}, erf = {-2.5, 2.5}, erfc = {-2.5, 2.5},
-  exp2 = {-3, 3}, frac = {0.1, 0.9},
+  exp2 = {-3, 3}, frac = {0.1, 0.9}, asin = {-0.8, 0.8}, acos = {-0.8, 0.8}, atan = {-2, 2},
+  sinh = {-2, 2}, cosh = {-2, 2}, asinh = {-2, 2}, acosh = {1.2, 3}, atanh = {-0.8, 0.8},
+  log10 = {0.2, 3},
 }
 for name, domain in pairs(unary_domains) do
   gradcheck("unary " .. name, function(x) return x[name](x) end, {values(S, domain[1], domain[2])})

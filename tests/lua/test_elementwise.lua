@@ -16,6 +16,7 @@ local positive = {1e-4, 0.01, 0.3, 1, 2.5, 10, 123.5}
 local small = {-2.5, -1, -0.1, -1e-4, 0, 1e-4, 0.2, 1, 2.5}
 local angles = {-3, -1.2, -0.4, 0, 0.1, 0.7, 1.4, 2.9}
 local wide = {-30, -8, -2, -0.5, 0, 0.25, 1.5, 4, 9, 30}
+local unit_interval = {-1, -0.9, -0.5, -1e-3, 0, 0.3, 0.7, 1}
 
 local F64_TRANS = {rel = 1e-10, abs = 1e-12}
 
@@ -47,6 +48,22 @@ local unary = {
   {"erfc", {-2, -0.7, -1e-3, 0, 0.25, 0.8, 1.5}, function(x) return 1 - h.erf(x) end, h.TRANS},
   {"exp2", {-20, -2.5, -1, -0.1, 0, 0.3, 1, 7.5, 30}, function(x) return 2.0 ^ x end, h.TRANS},
   {"frac", general, function(x) return x - h.trunc(x) end, h.EXACT},
+  -- Independent formulas (atan2, exp, log), not the libm functions the kernels call.
+  {"asin", unit_interval, function(x) return math.atan(x, math.sqrt(1 - x * x)) end, h.TRANS},
+  {"acos", unit_interval, function(x) return math.atan(math.sqrt(1 - x * x), x) end, h.TRANS},
+  {"atan", wide, function(x) return math.asin(x / math.sqrt(1 + x * x)) end, h.TRANS},
+  {"sinh", small, function(x) return (math.exp(x) - math.exp(-x)) / 2 end, h.TRANS},
+  {"cosh", small, function(x) return (math.exp(x) + math.exp(-x)) / 2 end, h.TRANS},
+  {"asinh", general, function(x)
+    return h.sign(x) * math.log(math.abs(x) + math.sqrt(x * x + 1))
+  end, h.TRANS},
+  {"acosh", {1, 1.001, 1.5, 2, 10, 1e4}, function(x)
+    return math.log(x + math.sqrt(x * x - 1))
+  end, h.TRANS},
+  {"atanh", {-0.99, -0.5, -0.01, 0, 0.3, 0.75, 0.999}, function(x)
+    return 0.5 * math.log((1 + x) / (1 - x))
+  end, h.TRANS},
+  {"log10", positive, function(x) return math.log(x) / math.log(10) end, h.TRANS},
 }
 
 for _, case in ipairs(unary) do h.test("unary " .. case[1], function()
@@ -543,6 +560,58 @@ h.test("erf, erfc, exp2, frac: special values, integers, in place", function()
     assert(y[op .. "_"](y) == y, op .. "_ returns its target")
     h.check(y, "f32", want)
   end
+end)
+
+h.test("asin ... log10: special values, domains, integers, in place", function()
+  local pi = math.pi
+  h.check(tensor.new({1, -1, 2, -2, nan, -0.0}):asin(), "f32", {pi / 2, -pi / 2, nan, nan, nan, -0.0},
+          h.TRANS)
+  h.check(tensor.new({1, -1, 1.5, nan}):acos(), "f32", {0, pi, nan, nan}, h.TRANS)
+  h.check(tensor.new({inf, -inf, nan, 1}):atan(), "f32", {pi / 2, -pi / 2, nan, pi / 4}, h.TRANS)
+  h.check(tensor.new({inf, -inf, 100, nan}):sinh(), "f32", {inf, -inf, inf, nan})
+  h.check(tensor.new({inf, -inf, -100, nan}):cosh(), "f32", {inf, inf, inf, nan})
+  h.check(tensor.new({inf, -inf, nan}):asinh(), "f32", {inf, -inf, nan})
+  h.check(tensor.new({1, 0.5, inf, nan}):acosh(), "f32", {0, nan, inf, nan})
+  h.check(tensor.new({1, -1, 1.5, nan}):atanh(), "f32", {inf, -inf, nan, nan})
+  h.check(tensor.new({0, -1, 1000, 1e-5, inf}):log10(), "f32", {-inf, nan, 3, -5, inf}, h.TRANS)
+  assert(1 / tensor.new({-0.0}):sinh():item() < 0, "sinh(-0) = -0")
+  assert(1 / tensor.new({-0.0}):atanh():item() < 0, "atanh(-0) = -0")
+  -- Integers become f32; f64 stays f64.
+  h.check(tensor.new({0, 1}):asin(), "f32", {0, pi / 2}, h.TRANS)
+  h.check(tensor.new({1, 100}):log10(), "f32", {0, 2})
+  h.check(tensor.new({100}, {dtype = "f64"}):log10(), "f64", {2})
+  for _, op in ipairs({"asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "log10"}) do
+    local x = tensor.new({0.125, 0.5, 0.75})
+    local want = x[op](x):tolist()
+    local y = x:clone()
+    assert(y[op .. "_"](y) == y, op .. "_ returns its target")
+    h.check(y, "f32", want)
+  end
+  local ones = tensor.new({1.5, 3})
+  h.check(ones:acosh_(), "f32", tensor.new({1.5, 3}):acosh():tolist())
+  h.err(function() tensor.new({1, 2}):asin_() end, "can't be stored")
+end)
+
+h.test("isnan, isinf, isfinite", function()
+  local t = tensor.new({0, nan, inf, -inf, -0.0, 3e38, 1e-45})
+  h.check(t:isnan(), "bool", {false, true, false, false, false, false, false})
+  h.check(t:isinf(), "bool", {false, false, true, true, false, false, false})
+  h.check(t:isfinite(), "bool", {true, false, false, false, true, true, true})
+  h.check(tensor.isnan(t:double()), "bool", {false, true, false, false, false, false, false})
+  h.check((t:double() * 1e300):isinf(), "bool", {false, false, true, true, false, true, false})
+  for _, dtype in ipairs({"i32", "i64", "bool"}) do
+    local i = tensor.new({0, 1, 5}):to(dtype)
+    h.check(i:isnan(), "bool", {false, false, false})
+    h.check(i:isinf(), "bool", {false, false, false})
+    h.check(i:isfinite(), "bool", {true, true, true})
+  end
+  -- 2-D views, and the results used in arithmetic.
+  local m = tensor.new({{1, nan}, {inf, 2}}):t()
+  h.check(m:isnan(), "bool", {{false, false}, {true, false}})
+  h.check(m:isfinite():sum(), "i64", 2)
+  h.err(function() t:isnan_() end, "isnan_")
+  local x = tensor.new({1.0, 2.0}):requires_grad(true)
+  h.err(function() x:isnan():sum():backward() end, "")
 end)
 
 h.test("flip", function()

@@ -149,6 +149,18 @@ local UNARY = {
   {"erfc", TRANS, {"f", "mixed"}},
   {"exp2", TRANS, {"f", "i", "mixed"}},
   {"frac", EXACT, {"f", "i", "mixed"}},
+  {"asin", TRANS, {"f", "mixed"}},
+  {"acos", TRANS, {"f", "mixed"}},
+  {"atan", TRANS, {"f", "i", "mixed"}},
+  {"sinh", TRANS, {"f", "mixed"}},
+  {"cosh", TRANS, {"f", "mixed"}},
+  {"asinh", TRANS, {"f", "i", "mixed"}},
+  {"acosh", TRANS, {"pos", "mixed"}},
+  {"atanh", TRANS, {"f", "mixed"}},
+  {"log10", TRANS, {"pos", "small", "mixed"}},
+  {"isnan", EXACT, {"f", "i", "b", "mixed"}},
+  {"isinf", EXACT, {"f", "i", "b", "mixed"}},
+  {"isfinite", EXACT, {"f", "i", "b", "mixed"}},
 }
 
 for index, entry in ipairs(UNARY) do

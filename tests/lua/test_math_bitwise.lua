@@ -73,7 +73,8 @@ end
 local UNARY = {
   "neg", "abs", "sign", "square", "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt",
   "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", "floor", "ceil", "round",
-  "trunc", "erf", "erfc", "exp2", "frac",
+  "trunc", "erf", "erfc", "exp2", "frac", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+  "acosh", "atanh", "log10",
 }
 local BINARY = {"add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
                 "minimum", "atan2"}

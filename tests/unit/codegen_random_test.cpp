@@ -126,8 +126,8 @@ class RandomProgram {
         const auto op = static_cast<UnaryOp>(pick(kUnaryOpCount));
         const bool discontinuous = op == UnaryOp::floor || op == UnaryOp::ceil ||
                                    op == UnaryOp::round || op == UnaryOp::trunc ||
-                                   op == UnaryOp::sign || op == UnaryOp::logical_not ||
-                                   op == UnaryOp::frac;
+                                   op == UnaryOp::sign || op == UnaryOp::frac ||
+                                   traits(op).result == OpResult::boolean;
         if (inexact && discontinuous) return false;
         push(unary(op, x.tensor), x.approximate || is_transcendental(op));
         return true;

@@ -121,6 +121,24 @@ T unary_reference(UnaryOp op, T x) {
         return static_cast<T>(std::erfc(v));
       case UnaryOp::exp2:
         return static_cast<T>(std::exp2(v));
+      case UnaryOp::asin:
+        return static_cast<T>(std::asin(v));
+      case UnaryOp::acos:
+        return static_cast<T>(std::acos(v));
+      case UnaryOp::atan:
+        return static_cast<T>(std::atan(v));
+      case UnaryOp::sinh:
+        return static_cast<T>(std::sinh(v));
+      case UnaryOp::cosh:
+        return static_cast<T>(std::cosh(v));
+      case UnaryOp::asinh:
+        return static_cast<T>(std::asinh(v));
+      case UnaryOp::acosh:
+        return static_cast<T>(std::acosh(v));
+      case UnaryOp::atanh:
+        return static_cast<T>(std::atanh(v));
+      case UnaryOp::log10:
+        return static_cast<T>(std::log10(v));
       default:
         break;
     }
@@ -147,6 +165,15 @@ double unary_tolerance(UnaryOp op) {
     case UnaryOp::erf:
     case UnaryOp::erfc:
     case UnaryOp::exp2:
+    case UnaryOp::asin:
+    case UnaryOp::acos:
+    case UnaryOp::atan:
+    case UnaryOp::sinh:
+    case UnaryOp::cosh:
+    case UnaryOp::asinh:
+    case UnaryOp::acosh:
+    case UnaryOp::atanh:
+    case UnaryOp::log10:
       break;
     default:
       return 0;
@@ -246,7 +273,7 @@ void run_unary_ops() {
   uint64_t seed = 100;
   for (int i = 0; i < kUnaryOpCount; ++i) {
     const UnaryOp op = static_cast<UnaryOp>(i);
-    if (op == UnaryOp::logical_not) continue;  // bool out: its own test below
+    if (traits(op).result == OpResult::boolean) continue;  // bool out: own tests below
     if (std::is_integral_v<T> && unary_needs_float(op)) continue;
     SCOPED_TRACE(unary_op_name(op));
     run_unary_cases<T>(op, seed++);
@@ -294,6 +321,35 @@ TEST(Elementwise, LogicalNotEveryDtype) {
     const Array out = Array::empty(Shape{4}, DType::boolean);
     unary_kernel(UnaryOp::logical_not, in, out);
     EXPECT_EQ(to_values<uint8_t>(out), expected[k++]);
+  }
+}
+
+// isnan, isinf, isfinite: floats by value, integers and bools always finite.
+TEST(Elementwise, FloatClassesEveryDtype) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Array f = from_values<float>(Shape{5}, {0.0f, -inf, std::nanf(""), 3e38f, inf});
+  const Array d = from_values<double>(
+      Shape{5}, {-0.0, std::nan(""), 1e308, -std::numeric_limits<double>::infinity(), 1});
+  const Array i = from_values<int64_t>(Shape{5}, {0, 1, -1, 7, 9});
+  const Array b = from_values<uint8_t>(Shape{5}, {0, 1, 1, 0, 1});
+  struct Case {
+    UnaryOp op;
+    std::vector<uint8_t> f32, f64;
+  };
+  const Case cases[] = {{UnaryOp::isnan, {0, 0, 1, 0, 0}, {0, 1, 0, 0, 0}},
+                        {UnaryOp::isinf, {0, 1, 0, 0, 1}, {0, 0, 0, 1, 0}},
+                        {UnaryOp::isfinite, {1, 0, 0, 1, 0}, {1, 0, 1, 0, 1}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(unary_op_name(c.op));
+    const uint8_t integer_answer = c.op == UnaryOp::isfinite ? 1 : 0;
+    const std::vector<uint8_t> integers(5, integer_answer);
+    const std::vector<uint8_t>* expected[] = {&c.f32, &c.f64, &integers, &integers};
+    int k = 0;
+    for (const Array& in : {f, d, i, b}) {
+      const Array out = Array::empty(Shape{5}, DType::boolean);
+      unary_kernel(c.op, in, out);
+      EXPECT_EQ(to_values<uint8_t>(out), *expected[k++]);
+    }
   }
 }
 
