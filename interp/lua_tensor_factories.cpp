@@ -5,6 +5,7 @@
 
 #include "interp/lua_tensor_internal.h"
 #include "tensor/kernels/random.h"
+#include "tensor/scan.h"
 
 namespace lazylua::binding {
 namespace {
@@ -65,12 +66,14 @@ int full(lua_State* L) {
 template <bool normal>
 int random_factory(lua_State* L) {
   const char* name = normal ? "randn" : "rand";
+  check_no_random_in_scan_body(tensor_context(L), name);
   const FactoryArgs args = factory_args(L, name);
   const DType type = args.dtype.value_or(kDefaultFloat);
   return push(L, normal ? ops::randn(args.shape, type) : ops::rand(args.shape, type));
 }
 
 int randint(lua_State* L) {
+  check_no_random_in_scan_body(tensor_context(L), "randint");
   const int64_t low = check_integer(L, 1, "randint");
   const int64_t high = check_integer(L, 2, "randint");
   int top = lua_gettop(L);
@@ -84,6 +87,7 @@ int randint(lua_State* L) {
 }
 
 int randperm(lua_State* L) {
+  check_no_random_in_scan_body(tensor_context(L), "randperm");
   const int64_t n = check_integer(L, 1, "randperm");
   if (n < 0) fail("randperm: n must be non-negative, got {}", n);
   return push(L, ops::randperm(n));

@@ -22,6 +22,17 @@ void check_not_in_scan_body(const Context* context, const char* what) {
   }
 }
 
+// A scan body is traced once in lazy mode, so numbers drawn inside it would
+// repeat on every iteration there, and differ in eager mode: refused in both.
+void check_no_random_in_scan_body(const Context* context, const char* op) {
+  if (context->scan_depth > 0) {
+    fail(
+        "{}: cannot draw random numbers inside a tensor.scan body (the body is recorded "
+        "once); draw them before the scan and pass them in xs",
+        op);
+  }
+}
+
 namespace {
 
 constexpr int64_t kOutputAlignment = 64;

@@ -78,5 +78,8 @@ Array scan_output_view(const Array& packed, DType dtype, const Shape& shape, int
 
 // "cannot sync inside a scan body" when the context is tracing one.
 void check_not_in_scan_body(const Context* context, const char* what);
+// "cannot draw random numbers inside a tensor.scan body" when the context is
+// tracing one (or running one eagerly: the modes must agree).
+void check_no_random_in_scan_body(const Context* context, const char* op);
 
 }  // namespace lazylua

@@ -39,15 +39,8 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
   return binary(BinaryOp::logical_or, a, b);
 }
 
-// A scan body is traced once in lazy mode, so numbers drawn inside it would
-// repeat on every iteration there, and differ in eager mode: refused in both.
 void check_not_in_scan(const Tensor& t, const char* op) {
-  if (t->context->scan_depth > 0) {
-    fail(
-        "{}: cannot draw random numbers inside a tensor.scan body (the body is recorded "
-        "once); draw them before the scan and pass them in xs",
-        op);
-  }
+  check_no_random_in_scan_body(t->context.get(), op);
 }
 
 // A fresh contiguous array of the shape and dtype, from the generator.

@@ -313,7 +313,7 @@ h.test("multinomial: errors", function()
   h.still_works()
 end)
 
-h.test("random draws and one_hot inside a scan body are errors in every mode", function()
+h.test("random draws (factories, dropout too) and one_hot inside a scan body are errors in every mode", function()
   local function body_with(f)
     return function()
       tensor.scan(function(c, x) return c + f(x), nil end, tensor.zeros(2), tensor.zeros(3, 2))
@@ -329,6 +329,12 @@ h.test("random draws and one_hot inside a scan body are errors in every mode", f
   end), "multinomial: cannot draw")
   h.err(body_with(function(x) return x + tensor.new({1, 2}):one_hot(2):sum(1):float() end),
         "one_hot")
+  -- The factories too: in lazy mode the one traced draw would repeat every iteration.
+  h.err(body_with(function(x) return x + tensor.rand(2) end), "rand: cannot draw")
+  h.err(body_with(function(x) return x + tensor.randn(2) end), "randn: cannot draw")
+  h.err(body_with(function(x) return x + tensor.randint(0, 3, 2):float() end), "randint: cannot draw")
+  h.err(body_with(function(x) return x + tensor.randperm(2):float() end), "randperm: cannot draw")
+  h.err(body_with(function(x) return require("nn").Dropout(0.5)(x) end), "rand: cannot draw")
   h.still_works()
 end)
 
