@@ -86,33 +86,28 @@ function Module:add_module(name, module)
   return module
 end
 
--- Calls f(prefix .. name, tensor, owner, name) for every parameter, depth first,
+-- Calls f(prefix .. name, tensor, owner, name) for every tensor a module and
+-- its children list under names_key (parameters or buffers), depth first,
 -- each tensor once (a layer shared by two parents counts once).
-local function visit_parameters(module, prefix, seen, f)
-  for _, name in ipairs(module._parameter_names) do
-    local t = module._parameters[name]
+local function visit_tensors(module, names_key, values_key, prefix, seen, f)
+  for _, name in ipairs(module[names_key] or {}) do
+    local t = module[values_key][name]
     if not seen[t] then
       seen[t] = true
       f(prefix .. name, t, module, name)
     end
   end
   for _, name in ipairs(module._module_names) do
-    visit_parameters(module._modules[name], prefix .. name .. ".", seen, f)
+    visit_tensors(module._modules[name], names_key, values_key, prefix .. name .. ".", seen, f)
   end
 end
 
--- The same for buffers.
+local function visit_parameters(module, prefix, seen, f)
+  visit_tensors(module, "_parameter_names", "_parameters", prefix, seen, f)
+end
+
 local function visit_buffers(module, prefix, seen, f)
-  for _, name in ipairs(module._buffer_names or {}) do
-    local t = module._buffers[name]
-    if not seen[t] then
-      seen[t] = true
-      f(prefix .. name, t, module, name)
-    end
-  end
-  for _, name in ipairs(module._module_names) do
-    visit_buffers(module._modules[name], prefix .. name .. ".", seen, f)
-  end
+  visit_tensors(module, "_buffer_names", "_buffers", prefix, seen, f)
 end
 
 -- Parameters, then buffers: everything a state_dict holds.

@@ -346,6 +346,16 @@ function h.rand_list(seed, shape, lo, hi)
 end
 
 -- A matrix product of nested Lua tables (the matmul reference).
+-- The inputs and weights that the PyTorch references of test_nn_*.lua were
+-- computed from: ((i * a) % b - (b - 1) / 2) / (b / 3) for i = 0, 1 ...
+function h.pattern_fill(shape, a, b)
+  local n = 1
+  for _, s in ipairs(shape) do n = n * s end
+  local values = {}
+  for i = 0, n - 1 do values[i + 1] = ((i * a) % b - (b - 1) / 2) / (b / 3) end
+  return tensor.new(values):reshape(shape)
+end
+
 function h.matmul2(a, b)
   local n, k, m = #a, #b, #b[1]
   assert(#a[1] == k)

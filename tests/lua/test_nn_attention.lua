@@ -7,14 +7,7 @@ local nn = require "nn"
 
 local TOL = {rel = 5e-5, abs = 5e-5}
 
--- The values the reference used: ((i * a) % b - (b - 1) / 2) / (b / 3), i = 0, 1 ...
-local function fill(shape, a, b)
-  local n = 1
-  for _, s in ipairs(shape) do n = n * s end
-  local values = {}
-  for i = 0, n - 1 do values[i + 1] = ((i * a) % b - (b - 1) / 2) / (b / 3) end
-  return tensor.new(values):reshape(shape)
-end
+local fill = h.pattern_fill
 
 local ref = {
   mha_names = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"},
