@@ -179,6 +179,20 @@ report_case() {
   fi
 }
 
+# check NAME COMMAND...: one case, passed when COMMAND succeeds (returns
+# COMMAND's failure, so that a caller can show more).
+check() {
+  local name=$1
+  shift
+  cases=$((cases + 1))
+  if "$@"; then
+    report_case "$name" 1 ""
+  else
+    report_case "$name" 0 "$*"
+    return 1
+  fi
+}
+
 # expect_lazylua NAME EXPECTED_STDOUT EXPECTED_STATUS -- ARGS...: a check of
 # lazylua alone (for what lua5.4 does not have).
 expect_lazylua() {

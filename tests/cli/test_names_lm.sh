@@ -13,13 +13,6 @@ if [ ! -r "$WORDS" ]; then
   exit 1
 fi
 
-check() {
-  local name=$1
-  shift
-  cases=$((cases + 1))
-  if "$@"; then report_case "$name" 1 ""; else report_case "$name" 0 "$*"; fi
-}
-
 OUT=$WORK/names.out
 "$LAZYLUA" "$SCRIPT" --steps 120 --time 30 > "$OUT" 2> "$WORK/names.err"
 status=$?

@@ -19,17 +19,6 @@ if ! "$LAZYLUA" "$HERE/fixtures/synthetic_fashion.lua" "$DATA" 512 1000; then
 fi
 export LAZYLUA_PROGRESS=0
 
-check() {
-  local name=$1
-  shift
-  cases=$((cases + 1))
-  if "$@"; then
-    report_case "$name" 1 ""
-  else
-    report_case "$name" 0 "$*"
-    return 1
-  fi
-}
 has_line() { grep -Eq "$1" "$2"; }
 
 # train SCRIPT OUT MODE ARGS...: runs scripts/fashion_SCRIPT.lua on the data

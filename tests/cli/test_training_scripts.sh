@@ -20,20 +20,6 @@ fi
 gzip "$DATA/t10k-images-idx3-ubyte" # the scripts read gzip and plain files alike
 export LAZYLUA_PROGRESS=1
 
-# check NAME COMMAND...: one case, passed when COMMAND succeeds (and the
-# status of COMMAND, so that a caller can show more on failure).
-check() {
-  local name=$1
-  shift
-  cases=$((cases + 1))
-  if "$@"; then
-    report_case "$name" 1 ""
-  else
-    report_case "$name" 0 "$*"
-    return 1
-  fi
-}
-
 has_line() { grep -Eq "$1" "$2"; }
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
 
