@@ -29,10 +29,13 @@ using Grads = std::vector<Tensor>;
 using GradFunction = Grads (*)(const GradNode& node, const Tensor& g);
 
 // Bits of GradRule::saves: input k is bit k; the result is kSavesResult.
+// Only the first 31 inputs have a bit: the rules of variadic ops (cat,
+// stack, whose inputs can be many) read their inputs' shapes, never values.
+constexpr int kSavableInputs = 31;
 constexpr uint32_t saves_input(int k) {
-  return 1u << k;
+  return k < kSavableInputs ? 1u << k : 0u;
 }
-constexpr uint32_t kSavesResult = 1u << 31;
+constexpr uint32_t kSavesResult = 1u << kSavableInputs;
 
 struct GradRule {
   GradKind kind = GradKind::none;

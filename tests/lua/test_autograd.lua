@@ -242,4 +242,14 @@ h.test("a training step records one graph per step", function()
   assert(tensor.metrics().distinct_graphs == first, "steps after the second recompiled")
 end)
 
+h.test("cat and stack of more than 32 tensors give each its gradient", function()
+  -- Inputs past the 31st have no "saved" bit in the gradient table.
+  local xs = {}
+  for i = 1, 40 do xs[i] = f64({i, -i}):requires_grad(true) end
+  local w = tensor.arange(1, 41):double():unsqueeze(2)
+  local loss = (tensor.stack(xs, 1) * w):sum() + (tensor.cat(xs, 1) * w:expand(40, 2):reshape(80)):sum()
+  loss:backward()
+  for i = 1, 40 do h.near(xs[i]:grad(), {2 * i, 2 * i}, nil, "f64") end
+end)
+
 h.done("test_autograd")
