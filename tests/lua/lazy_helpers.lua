@@ -179,6 +179,17 @@ local function compare(e, l, tol, path)
 end
 lh.compare = compare
 
+-- Appends every tensor in v (a value or nested tables) to list, once each.
+local function collect_tensors(v, list, seen)
+  if tensor.is_tensor(v) then
+    if not seen[v] then list[#list + 1] = v end
+    seen[v] = true
+  elseif type(v) == "table" and not seen[v] then
+    seen[v] = true
+    for _, x in pairs(v) do collect_tensors(x, list, seen) end
+  end
+end
+
 -- Runs f() in the given mode and returns the snapshot of what it returned,
 -- or {error = message} when it raised. f may call obs(x) to record a value
 -- in the middle of the computation (an observation: this syncs in lazy
@@ -195,6 +206,11 @@ local function run_in(eager, f)
   if results[1] then
     table.remove(results, 1)
     results.n = nil
+    -- One sync for all the tensors f returned, so a case is one graph (one
+    -- C compile in compiled mode), not one per tensor it returns.
+    local returned = {}
+    collect_tensors(results, returned, {})
+    if #returned > 0 then tensor.sync(table.unpack(returned)) end
     out = {results = snapshot(results), observed = observed}
   else
     out = {error = tostring(results[2]), observed = observed}

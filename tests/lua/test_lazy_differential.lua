@@ -612,7 +612,8 @@ h.test("the lazy halves recorded and executed graphs", function()
   local m = tensor.metrics()
   if lh.LAZY then
     assert(m.ops_recorded > 2000, "ops_recorded " .. m.ops_recorded)
-    assert(m.graphs_executed > 200, "graphs_executed " .. m.graphs_executed)
+    -- (about one graph per case: lazy_helpers syncs a case's results at once)
+    assert(m.graphs_executed > 80, "graphs_executed " .. m.graphs_executed)
   end
 end)
 
