@@ -136,7 +136,15 @@ void check_option_keys(lua_State* L, int arg, const char* function,
     if (!found) {
       std::string names;
       for (const char* name : known) names += std::string(names.empty() ? "" : ", ") + name;
-      const std::string shown = key ? key : luaL_typename(L, -1);
+      if (!key) {
+        // {1, 3}: a list where named options go (a list of dims, say).
+        const std::string type = luaL_typename(L, -1);
+        lua_pop(L, 1);
+        argument_error(arg, function,
+                       "expected an options table (" + names + "), got a table with a " + type +
+                           " key (a list is not accepted here)");
+      }
+      const std::string shown = key;
       lua_pop(L, 1);
       argument_error(arg, function, "unknown option '" + shown + "' (options: " + names + ")");
     }

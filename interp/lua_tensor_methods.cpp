@@ -1,6 +1,8 @@
 // lua_tensor_methods.cpp - the Tensor methods (each also a function of the
 // `tensor` module): elementwise ops, reductions, views, joins, in-place ops
 // and observation.
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -128,10 +130,48 @@ int copy_inplace(lua_State* L) {
 
 // ---- Reductions ----
 
+// A list of dims ({2, 3}, as torch's dim=(1, 2)): normalized, each once.
+std::vector<int> check_dim_list(lua_State* L, int arg, int rank, const char* function) {
+  std::vector<int> dims;
+  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, arg));
+  if (count == 0) argument_error(arg, function, "the list of dims is empty");
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, arg, i);
+    if (!lua_isinteger(L, -1)) {
+      argument_error(arg, function, fmt::format("dim {} of the list is not an integer", i));
+    }
+    const int dim = normalize_dim(lua_tointeger(L, -1), rank, function);
+    lua_pop(L, 1);
+    if (std::find(dims.begin(), dims.end(), dim) != dims.end()) {
+      argument_error(arg, function, fmt::format("dim {} appears twice in the list", dim + 1));
+    }
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+// The reduction over several dims: one dim at a time, last first (kept, so
+// the others stay in place), then the reduced dims dropped unless keepdim.
+Tensor reduce_dims(ReduceOp op, const Tensor& self, std::vector<int> dims, bool keepdim) {
+  std::sort(dims.begin(), dims.end(), std::greater<>());
+  Tensor out = self;
+  for (const int dim : dims) out = autograd::reduce(op, out, dim, true);
+  if (keepdim) return out;
+  Shape shape;
+  for (int d = 0; d < out->shape.rank(); d++) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) shape.push_back(out->shape[d]);
+  }
+  return autograd::reshape(out, shape);
+}
+
 template <ReduceOp op>
 int reduce_method(lua_State* L) {
   const char* name = reduce_op_name(op);
   const Tensor& self = self_tensor(L, name);
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    return push(L, reduce_dims(op, self, check_dim_list(L, 2, rank_of(self), name),
+                               optional_boolean(L, 3, name, false)));
+  }
   const std::optional<int> dim = optional_dim(L, 2, rank_of(self), name);
   return push(L, autograd::reduce(op, self, dim, optional_boolean(L, 3, name, false)));
 }

@@ -317,4 +317,27 @@ h.test("softmax / log_softmax along a dim, numerically stable", function()
   end
 end)
 
+h.test("a list of dims reduces them all, as torch's dim=(0, 2)", function()
+  -- x[i][j][k] = 12 (i - 1) + 4 (j - 1) + (k - 1), hand-summed below
+  local x = tensor.arange(24):reshape(2, 3, 4):float()
+  h.check(x:sum({1, 3}), "f32", {60, 92, 124})
+  h.check(x:sum({3, 1}, true), "f32", {{{60}, {92}, {124}}})
+  h.check(tensor.sum(x, {1, 2}), "f32", {60, 66, 72, 78})
+  h.check(x:mean({-1, -2}), "f32", {5.5, 17.5})
+  h.check(x:sum({1, 2, 3}), "f32", 276)
+  h.check(tensor.arange(6):reshape(2, 3):prod({1, 2}), "i64", 0)
+  h.check((tensor.arange(6):reshape(2, 3):gt(0)):all({2}), "bool", {false, true})
+  -- the gradient reaches every element once
+  local w = tensor.ones(2, 3, 4, {dtype = "f64"}):requires_grad(true)
+  local loss = (w * x:double()):sum({1, 3}):sum()
+  loss:backward()
+  h.check(w:grad(), "f64", x:tolist())
+  h.err(function() return x:sum({1, 1}) end, "dim 1 appears twice in the list")
+  h.err(function() return x:sum({}) end, "the list of dims is empty")
+  h.err(function() return x:sum({1.5}) end, "dim 1 of the list is not an integer")
+  h.err(function() return x:sum({4}) end, "out of range")
+  h.err(function() return x:var({1, 3}) end, "a list is not accepted here")
+  h.still_works()
+end)
+
 h.done("test_reductions")
