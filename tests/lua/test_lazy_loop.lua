@@ -113,27 +113,38 @@ h.test("update loop: one distinct graph, one key hit per step, flat memory", fun
 end)
 
 -- (b'): memory is also flat when each step makes a bigger temporary (1 MiB
--- per step: 2 GiB if buffers were not freed). Measured after a warm-up.
+-- per step: 1.5 GiB over the measured steps if buffers were not freed).
+-- Measured after a warm-up and once the step runs natively: a background
+-- compile that lands later maps its object and grows the compiler thread's
+-- heap (a MiB or two of the compiler's, not the loop's), which is also why
+-- the growth must pass 8 MiB, not only 5%, to count.
 h.test("update loop with 1 MiB temporaries: memory stays flat", function()
   local w = tensor.zeros(512, 512)
-  local rss_at_500
+  local rss_at_start, start_step, native_at_start
   for i = 1, 2000 do
     local t = w + i              -- a fresh 1 MiB result every step
     w:add_(t:mean() * 0)
     tensor.mark_step()
-    if i == 500 then
+    local settled = not LAZY or tensor.metrics().native_runs > 0 or i == 1000
+    if i >= 500 and not rss_at_start and settled then
+      native_at_start = LAZY and tensor.metrics().native_runs or 0
       collectgarbage()
-      rss_at_500 = lh.rss()
+      rss_at_start, start_step = lh.rss(), i
     end
   end
   collectgarbage()
   local rss_at_end = lh.rss()
   h.check(w:sum(), "f32", 0.0)
   if SANITIZED then return end
-  local growth = (rss_at_end - rss_at_500) / rss_at_500
-  if growth >= 0.05 then
-    error(string.format("resident memory grew %.1f%% between step 500 (%d KiB) and step 2000 "
-                        .. "(%d KiB)", growth * 100, rss_at_500 // 1024, rss_at_end // 1024))
+  if LAZY and native_at_start == 0 and tensor.metrics().native_runs > 0 then
+    io.write("test_lazy_loop: the compile landed after the baseline; memory check skipped\n")
+    return
+  end
+  local growth = rss_at_end - rss_at_start
+  if growth >= 0.05 * rss_at_start and growth >= 8 * 1024 * 1024 then
+    error(string.format("resident memory grew %.1f%% between step %d (%d KiB) and step 2000 "
+                        .. "(%d KiB)", growth / rss_at_start * 100, start_step,
+                        rss_at_start // 1024, rss_at_end // 1024))
   end
 end)
 
