@@ -346,6 +346,29 @@ function h.rand_list(seed, shape, lo, hi)
 end
 
 -- A matrix product of nested Lua tables (the matmul reference).
+-- {{start, start + 1, ...}, ...}: a rows x cols nested list counting up.
+function h.counting(rows, cols, start)
+  local out, k = {}, start or 0
+  for i = 1, rows do
+    out[i] = {}
+    for j = 1, cols do
+      out[i][j] = k
+      k = k + 1
+    end
+  end
+  return out
+end
+
+-- A nested list [A][B]... as [B][A]... (its first two levels swapped).
+function h.transpose12(list)
+  local out = {}
+  for i = 1, #list[1] do
+    out[i] = {}
+    for j = 1, #list do out[i][j] = list[j][i] end
+  end
+  return out
+end
+
 -- The inputs and weights that the PyTorch references of test_nn_*.lua were
 -- computed from: ((i * a) % b - (b - 1) / 2) / (b / 3) for i = 0, 1 ...
 function h.pattern_fill(shape, a, b)

@@ -34,14 +34,7 @@ local function names_of(m)
   return table.concat(names, " ")
 end
 
-local function transpose12(list)
-  local out = {}
-  for i = 1, #list[1] do
-    out[i] = {}
-    for j = 1, #list do out[i][j] = list[j][i] end
-  end
-  return out
-end
+local transpose12 = h.transpose12
 
 local q, k, v = fill({3, 2, 8}, 7, 23), fill({4, 2, 8}, 5, 19), fill({4, 2, 8}, 3, 17)
 

@@ -28,14 +28,7 @@ local function model(kind, options)
   return m:load_state_dict(state)
 end
 
-local function transpose12(list)  -- a nested list [A][B]... as [B][A]...
-  local out = {}
-  for i = 1, #list[1] do
-    out[i] = {}
-    for j = 1, #list do out[i][j] = list[j][i] end
-  end
-  return out
-end
+local transpose12 = h.transpose12
 
 for _, kind in ipairs({"LSTM", "GRU"}) do
   local want = ref[kind]

@@ -6,18 +6,7 @@
 local h = dofile("helpers.lua")
 local gh = dofile("grad_helpers.lua")(h)
 
--- {{0, 1, ...}, ...}: rows x cols counting up from `start`.
-local function counting(rows, cols, start)
-  local out, k = {}, start or 0
-  for i = 1, rows do
-    out[i] = {}
-    for j = 1, cols do
-      out[i][j] = k
-      k = k + 1
-    end
-  end
-  return out
-end
+local counting = h.counting
 
 -- The checks of a group are collected and run after one mark_step, so a
 -- group's results are one graph (a compile each in the native mode, where

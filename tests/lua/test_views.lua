@@ -4,17 +4,7 @@
 -- writes to the base are seen by views).
 local h = dofile("helpers.lua")
 
-local function arange_list(rows, cols)
-  local out, k = {}, 0
-  for i = 1, rows do
-    out[i] = {}
-    for j = 1, cols do
-      out[i][j] = k
-      k = k + 1
-    end
-  end
-  return out
-end
+local arange_list = h.counting
 
 -- 2x3 i64 base: {{0, 1, 2}, {3, 4, 5}}
 local function base() return tensor.arange(6):reshape(2, 3) end
