@@ -79,6 +79,10 @@ Program cse(const Program& program) {
       rewriter.copy(i);  // the rewriter already shares equal constants
       continue;
     }
+    if (program.instructions[i].op == Op::collective) {
+      rewriter.copy(i);  // each is one MPI call that every rank makes: never merged
+      continue;
+    }
     const Instruction instruction = rewriter.renamed(i);
     const int attr_count = meaningful_attrs(instruction, rewriter);
     const int existing = seen.find_or_add(

@@ -357,6 +357,7 @@ Lowering lowering_of(const Program& program, int index) {
     case Op::max_pool2d:
     case Op::max_pool2d_grad:
     case Op::argsort:
+    case Op::collective:
       return Lowering::library;
     case Op::cat:
     case Op::slice_update:

@@ -499,6 +499,13 @@ class NativeExecutor final : public Executor {
       if (step.kind == Step::Kind::matmul) {
         result = ops::matmul_into(arguments[0], arguments[1], out);
       } else if (step.kind == Step::Kind::library) {
+        if (instruction.op == Op::collective) {
+          // The other ranks have made this call too: the plan can no longer
+          // be run again from the start (on the reference interpreter) nor
+          // stop half-way (collectives.h).
+          *inputs_overwritten = true;
+          if (!uninterruptible) uninterruptible.emplace(nullptr);
+        }
         result = evaluate_instruction(instruction, arguments);
       } else {
         metrics.fallbacks++;

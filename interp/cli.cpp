@@ -24,6 +24,7 @@
 #include "interp/coroutines.h"
 #include "interp/repl.h"
 #include "interp/runtime.h"
+#include "tensor/collectives.h"
 
 namespace lazylua {
 namespace {
@@ -367,6 +368,9 @@ int run_cli(int argc, char** argv) {
   int status = lua_pcall(L, 2, 1, 0);
   bool succeeded = lua_toboolean(L, -1);
   report_status(L, status, program_name);
+  // A rank of an MPI job that failed ends the job: the other ranks would
+  // wait for it in their next collective (tensor/collectives.h).
+  if (!(succeeded && status == LUA_OK)) dist_abort_job(EXIT_FAILURE);
   lua_close(L);
   return succeeded && status == LUA_OK ? EXIT_SUCCESS : EXIT_FAILURE;
 }

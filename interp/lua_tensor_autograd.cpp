@@ -66,6 +66,70 @@ int backward(lua_State* L) {
   return 0;
 }
 
+// Backward hooks: Lua functions called with the tensor after each
+// t:backward() (nn.DistributedDataParallel averages gradients in one). The
+// list lives in the registry; the functions below are plain C, so a hook's
+// error unwinds no C++ frame.
+constexpr char kBackwardHooks[] = "lazylua.backward_hooks";
+
+int backward_then_hooks(lua_State* L) {
+  run_guarded(L, backward);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, kBackwardHooks) != LUA_TTABLE) return 0;
+  const int hooks = lua_gettop(L);
+  const lua_Integer count = luaL_len(L, hooks);
+  // Later hooks run even if an earlier one removes itself: each is looked
+  // up once, by position, in a snapshot taken first.
+  lua_createtable(L, static_cast<int>(count), 0);
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, hooks, i);
+    lua_rawseti(L, -2, i);
+  }
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, hooks + 1, i);
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 0);
+  }
+  return 0;
+}
+
+// handle:remove() for the hook in upvalue 1.
+int remove_backward_hook(lua_State* L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, kBackwardHooks) != LUA_TTABLE) return 0;
+  const lua_Integer count = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, -1, i);
+    const bool found = lua_rawequal(L, -1, lua_upvalueindex(1));
+    lua_pop(L, 1);
+    if (!found) continue;
+    for (lua_Integer k = i; k < count; k++) {
+      lua_rawgeti(L, -1, k + 1);
+      lua_rawseti(L, -2, k);
+    }
+    lua_pushnil(L);
+    lua_rawseti(L, -2, count);
+    break;
+  }
+  return 0;
+}
+
+// tensor.register_backward_hook(fn) -> handle with handle:remove()
+int register_backward_hook(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, kBackwardHooks) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, kBackwardHooks);
+  }
+  lua_pushvalue(L, 1);
+  lua_rawseti(L, -2, luaL_len(L, -2) + 1);
+  lua_createtable(L, 0, 1);
+  lua_pushvalue(L, 1);
+  lua_pushcclosure(L, remove_backward_hook, 1);
+  lua_setfield(L, -2, "remove");
+  return 1;
+}
+
 int is_grad_enabled(lua_State* L) {
   lua_pushboolean(L, autograd::grad_enabled(tensor_context(L)));
   return 1;
@@ -133,7 +197,7 @@ void register_autograd_methods(lua_State* L) {
       {"set_grad", guarded<set_grad>},
       {"is_leaf", guarded<is_leaf>},
       {"detach", guarded<detach>},
-      {"backward", guarded<backward>},
+      {"backward", backward_then_hooks},
       {"scatter_add", guarded<scatter_add>},
       {"index_add", guarded<index_add>},
       {nullptr, nullptr},
@@ -147,6 +211,7 @@ void register_autograd_functions(lua_State* L) {
       {"enable_grad", call_with_grad_mode<true>},
       {"is_grad_enabled", guarded<is_grad_enabled>},
       {"set_grad_enabled", guarded<set_grad_enabled>},
+      {"register_backward_hook", register_backward_hook},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

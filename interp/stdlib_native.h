@@ -12,5 +12,7 @@ constexpr const char* kStdlibNativeModule = "stdlib.native";
 
 // Pushes the module table.
 int open_stdlib_native(lua_State* L);
+// Adds dist's functions to the table on top of the stack (lua_dist.cpp).
+void add_dist_functions(lua_State* L);
 
 }  // namespace lazylua

@@ -555,6 +555,7 @@ constexpr Row kRows[] = {
   {Op::max_pool2d,         {differentiable, in0, max_pool2d_rule}},
   {Op::max_pool2d_grad,    {unsupported}},
   {Op::argsort,            {none}},  // positions are integers
+  {Op::collective,         {none}},  // dist: gradients are averaged, never differentiated
   // A scan's gradient is a reverse scan, attached whole by scan_grad.cpp.
   {Op::scan,               {unsupported}},
   {Op::scan_output,        {unsupported}},

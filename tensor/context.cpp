@@ -226,10 +226,65 @@ void Context::mark_step() {
 // mode) before extracting removes them; if the key is still new, a full
 // collection makes sure before the graph is run and remembered. So every
 // key that gets executed at a barrier is the key of a clean graph.
+void Context::run_pending_collectives() {
+  if (pending_collectives.empty()) return;
+  std::vector<Tensor> tensors;
+  for (const NodeRef& node : pending_collectives) tensors.push_back(Tensor(new TensorImpl(this, node)));
+  std::vector<TensorImpl*> roots;
+  for (const Tensor& tensor : tensors) roots.push_back(tensor.get());
+  sync(roots, SyncCause::explicit_sync);
+}
+
+namespace {
+
+// The pending collectives the graph reaches become roots (collectives.h):
+// by the ordering inputs, a prefix of the list. True when there were any.
+bool add_collective_roots(Context* context, const Graph& graph, std::vector<TensorImpl*>& roots,
+                          std::vector<Tensor>& keep) {
+  const bool reached = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* node) {
+    return node->op == Op::collective && !node->result.defined();
+  });
+  if (!reached) return false;
+  for (const NodeRef& node : context->pending_collectives) {
+    const bool in_graph = std::find(graph.nodes.begin(), graph.nodes.end(), node.get()) !=
+                          graph.nodes.end();
+    if (!in_graph) continue;
+    keep.push_back(Tensor(new TensorImpl(context, node)));
+    roots.push_back(keep.back().get());
+  }
+  return true;
+}
+
+}  // namespace
+
+// The tensors that need one of the failed nodes can never be computed: they
+// keep the error, so later syncs do not fail again on them.
+void Context::keep_error(const std::vector<TensorImpl*>& tensors,
+                         const std::vector<const Node*>& failed, const std::string& message) {
+  for (TensorImpl* tensor : tensors) {
+    if (!tensor->pending) continue;
+    for (const Node* node : extract({tensor}).nodes) {
+      if (std::find(failed.begin(), failed.end(), node) != failed.end()) {
+        tensor->set_pending(NodeRef{});
+        tensor->error = message;
+        break;
+      }
+    }
+  }
+}
+
 void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss) {
   check_not_in_scan_body(this, sync_cause_name(cause));
   metrics.syncs++;
   metrics.syncs_by_cause[static_cast<int>(cause)]++;
+  // At a barrier every pending collective is computed and kept.
+  std::vector<Tensor> collective_roots;
+  if (collect_on_miss) {
+    for (const NodeRef& node : pending_collectives) {
+      collective_roots.push_back(Tensor(new TensorImpl(this, node)));
+      roots.push_back(collective_roots.back().get());
+    }
+  }
   if (collect_on_miss && collect_garbage) {
     collect_garbage(collect_garbage_user, false);
     roots = pending_tensors();
@@ -258,6 +313,10 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   } mark_sync_end{this, sync_span.on()};
   const auto start = std::chrono::steady_clock::now();
   Graph graph = extract(roots);
+  if (!collect_on_miss && !pending_collectives.empty() &&
+      add_collective_roots(this, graph, roots, collective_roots)) {
+    graph = extract(roots);
+  }
   if (collect_on_miss) mark_donations(graph);
   bool hit = seen_keys.count(graph.key) > 0;
   if (!hit && collect_on_miss && collect_garbage) {
@@ -299,27 +358,43 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   }
   std::vector<Array> outputs;
   const auto execute_start = std::chrono::steady_clock::now();
+  // A graph that fails failed on its collectives too (on every rank, for a
+  // disagreement): later collectives no longer wait for them.
+  struct DropCollectivesOnFailure {
+    Context* context;
+    const Graph& graph;
+    bool succeeded = false;
+    ~DropCollectivesOnFailure() {
+      if (succeeded || context->pending_collectives.empty()) return;
+      std::erase_if(context->pending_collectives, [&](const NodeRef& node) {
+        return std::find(graph.nodes.begin(), graph.nodes.end(), node.get()) != graph.nodes.end();
+      });
+    }
+  } drop_on_failure{this, graph};
   try {
     outputs = executor->run(graph, metrics);
+    drop_on_failure.succeeded = true;
   } catch (const ExecutionError& error) {
-    // The roots that need the failed node can never be computed: they keep
-    // the error, so later syncs do not fail again on them.
     const Node* failed = graph.nodes[error.node];
     const std::string message = fmt::format("error in the op recorded at {}: {}",
                                             location_string(failed->location), error.what());
-    for (TensorImpl* root : roots) {
-      for (const Node* node : extract({root}).nodes) {
-        if (node == failed) {
-          root->set_pending(NodeRef{});
-          root->error = message;
-          break;
-        }
-      }
-    }
+    // A failed collective must never run again on one rank alone (the
+    // others would not make the call): every pending tensor that needs it
+    // keeps the error, not only this sync's roots.
+    keep_error(failed->op == Op::collective ? pending_tensors() : roots, {failed}, message);
     throw Error(message);
   } catch (const InternalError& error) {
     throw InternalError(
         describe_internal_error(error.what(), graph, cause, current_location(), debug_level));
+  } catch (const Error& error) {
+    // A compiled plan that failed after running a collective (it is not
+    // re-run to name the node): the same for its collectives.
+    std::vector<const Node*> collectives;
+    for (const Node* node : graph.nodes) {
+      if (node->op == Op::collective && !node->result.defined()) collectives.push_back(node);
+    }
+    if (!collectives.empty()) keep_error(pending_tensors(), collectives, error.what());
+    throw;
   }
   const auto end = std::chrono::steady_clock::now();
   metrics.graphs_executed++;
@@ -361,6 +436,9 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     root->data_node = root->pending;
     root->data = value;
     root->set_pending(NodeRef{});
+  }
+  if (!pending_collectives.empty()) {
+    std::erase_if(pending_collectives, [](const NodeRef& node) { return node->result.defined(); });
   }
   metrics.sync_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

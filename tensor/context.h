@@ -175,7 +175,16 @@ class Context : public RefCounted {
   void remove_live(TensorImpl* tensor);
   std::vector<TensorImpl*> pending_tensors() const;
 
+  // Collective nodes not yet run, in recording order (collectives.h). A
+  // sync that runs one of them makes it an output, so that its value is
+  // kept: no rank ever runs a collective twice.
+  std::vector<NodeRef> pending_collectives;
+  // Runs every pending collective (dist.barrier: the calls before it first).
+  void run_pending_collectives();
+
  private:
+  void keep_error(const std::vector<TensorImpl*>& tensors, const std::vector<const Node*>& failed,
+                  const std::string& message);
   void run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_on_miss);
 
   // For the profiler's "record" spans: when the last sync ended, and the

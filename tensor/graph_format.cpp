@@ -2,6 +2,7 @@
 // the style of the LazyTensor paper: `%7 = f32[2,4] add(%6, %3)`.
 #include <string>
 
+#include "collectives.h"
 #include "context.h"
 
 namespace lazylua {
@@ -53,6 +54,10 @@ std::string attr_string(const Node& node) {
     case Op::max_pool2d_grad:
       return fmt::format("kernel={}x{}, stride={}x{}, padding={}x{}", a[0], a[1], a[2], a[3], a[4],
                          a[5]);
+    case Op::collective:
+      return node.sub_op == static_cast<uint8_t>(CollectiveOp::broadcast)
+                 ? fmt::format("root={}", a[0])
+                 : std::string();
     case Op::argsort:
       return fmt::format("dim={}{}", a[0], a[1] ? ", descending" : "");
     case Op::clamp:

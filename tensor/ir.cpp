@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives.h"
 #include "eager_ops.h"
 #include "scan.h"
 #include "sorting.h"
@@ -39,6 +40,7 @@ int attr_count(Op op, int input_rank) {
     case Op::scan_output:
       return 2;
     case Op::cumsum:
+    case Op::collective:
     case Op::cat:
     case Op::gather:
     case Op::index_select:
@@ -164,6 +166,8 @@ const char* op_name(Op op, uint8_t sub_op, const int64_t* attrs) {
       return sub_op ? "argmax" : "argmin";
     case Op::softmax:
       return attrs[1] ? "log_softmax" : "softmax";
+    case Op::collective:
+      return collective_op_name(static_cast<CollectiveOp>(sub_op));
     default:
       return op_name(op);
   }
@@ -300,6 +304,8 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
       return ops::max_pool2d_grad(in[0], in[1], ops::window_from_attrs(a));
     case Op::argsort:
       return ops::argsort(in[0], static_cast<int>(a[0]), a[1] != 0);
+    case Op::collective:
+      return ops::collective(in[0], static_cast<CollectiveOp>(node.sub_op), static_cast<int>(a[0]));
     case Op::scan:
       return evaluate_scan(node, in);
     case Op::scan_output:

@@ -53,6 +53,9 @@ namespace lazylua {
   X(max_pool2d)      /* (x); attrs: window */                                                  \
   X(max_pool2d_grad) /* (grad_y, x) -> grad_x; attrs: window */                                \
   X(argsort)       /* (x) -> i64 1-based stable positions; attrs: dim, descending */          \
+  X(collective)    /* (x [, previous]): all-reduce or broadcast among the ranks of an MPI */  \
+                   /* job; sub_op: CollectiveOp; attrs: root; `previous` only orders */       \
+                   /* the calls (collectives.h) */                                            \
   X(scan)          /* (carries, xs, captured): Node::body run attrs[4] times; the value is */  \
                    /* every output packed as bytes; attrs: counts of carries, xs, captured, */ \
                    /* ys, then length, reverse (see scan.h) */                                 \

@@ -1,0 +1,61 @@
+// collectives.h - data-parallel training across processes: the `collective`
+// IR op (an all-reduce or a broadcast among every process of an MPI job)
+// and the process group it runs in.
+//
+// A script started by `mpirun -np N` is one of N ranks. Each rank records
+// the same collectives in the same order; a collective is a node like any
+// other, so it is part of the graph key and runs inside the compiled plan,
+// on the plan's buffers, at the sync. Without a launcher there is one rank:
+// dist_size() is 1 and MPI is never initialized.
+//
+// Ordering. Every rank must make its MPI calls in one order, whatever it
+// syncs when (rank 0 may print a loss that rank 1 never reads), and
+// whichever tier runs the graph (interpreted while compiling, or
+// compiled). So each collective node takes the previous pending collective
+// of its context as an extra input that it does not read: running a
+// collective runs every earlier one first, in recording order, in every
+// tier. The compiler never merges two collectives (cse.cpp), and a plan
+// that has run one is never re-run on the reference interpreter.
+//
+// Checking. Before each call the ranks exchange what they are about to do
+// (op, dtype, shape, root); a difference is the same Lua error on every
+// rank, naming both ranks and both shapes, instead of corrupt data.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor.h"
+
+namespace lazylua {
+
+// The sub_op of a collective node; attrs[0] is the root of a broadcast.
+enum class CollectiveOp : uint8_t { sum, max, min, broadcast };
+const char* collective_op_name(CollectiveOp op);  // "all_reduce_sum", "broadcast", ...
+
+// Whether a launcher (mpirun) started this process as a rank of a job.
+bool dist_launched();
+// Joins the job (MPI_Init) when launched and not yet joined; a no-op
+// otherwise. Fails when launched but built without MPI.
+void dist_initialize();
+bool dist_initialized();  // MPI is initialized (size() may still be 1)
+int dist_rank();          // 0-based; 0 without a launcher
+int dist_size();          // 1 without a launcher
+// Waits for every rank (after running the context's pending collectives,
+// so that every rank's calls stay in one order).
+void dist_barrier(Context* context);
+// Ends the whole job at once (MPI_Abort) when this process is a rank of a
+// job of two or more; otherwise does nothing. For a script that failed:
+// the other ranks would wait for it forever.
+void dist_abort_job(int exit_code);
+
+namespace ops {
+// Runs the collective on this rank's `in` and returns the result (a new
+// array; `in` is not written). Identity when the job has one rank.
+Array collective(const Array& in, CollectiveOp op, int root);
+}  // namespace ops
+
+// Records (lazy) or runs (eager) a collective of `a`. A new tensor, with
+// no gradient. Refused inside a scan body.
+Tensor collective(const Tensor& a, CollectiveOp op, int root);
+
+}  // namespace lazylua
