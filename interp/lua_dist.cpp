@@ -8,6 +8,7 @@
 //   dist_collective(t, op, root) -> tensor   op: "sum", "max", "min", "broadcast"
 //   dist_barrier()
 //   dist_abort(code)                   ends every rank at once (MPI_Abort)
+//   dist_stats() -> {calls, bytes, seconds}   this process's collectives so far
 #include <cstring>
 
 #include "interp/lua_tensor_internal.h"
@@ -69,6 +70,18 @@ int barrier(lua_State* L) {
   return 0;
 }
 
+int stats(lua_State* L) {
+  const CollectiveStats now = dist_stats();
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, now.calls);
+  lua_setfield(L, -2, "calls");
+  lua_pushinteger(L, now.bytes);
+  lua_setfield(L, -2, "bytes");
+  lua_pushnumber(L, now.seconds);
+  lua_setfield(L, -2, "seconds");
+  return 1;
+}
+
 int abort_job(lua_State* L) {
   dist_abort_job(static_cast<int>(check_integer(L, 1, "dist.abort")));
   return 0;
@@ -85,6 +98,7 @@ void add_dist_functions(lua_State* L) {
       {"dist_collective", guarded<collective>},
       {"dist_barrier", guarded<barrier>},
       {"dist_abort", guarded<abort_job>},
+      {"dist_stats", guarded<stats>},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

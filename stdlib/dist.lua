@@ -85,6 +85,10 @@ function dist.barrier()
   native.dist_barrier()
 end
 
+-- What this process's collectives have cost so far: {calls = n, bytes = n,
+-- seconds = s} (MPI time, the shape checks included).
+function dist.stats() return native.dist_stats() end
+
 -- Ends every rank of the job at once, with this exit code: for a failure
 -- the others cannot know about (they would wait for this rank forever).
 function dist.abort(code)

@@ -54,8 +54,13 @@ struct Job {
   int size = 1;
 };
 Job job;
+CollectiveStats stats;
 
 }  // namespace
+
+CollectiveStats dist_stats() {
+  return stats;
+}
 
 bool dist_initialized() {
   return job.initialized;
@@ -273,6 +278,7 @@ namespace ops {
 
 Array collective(const Array& in, CollectiveOp op, int root) {
   if (!job.initialized || job.size == 1) return contiguous(in);
+  const double start = MPI_Wtime();
   agree(static_cast<int64_t>(op), in.dtype, root, in.shape);
   const Array source = contiguous(in);
   Array out = Array::empty(in.shape, in.dtype, collective_op_name(op));
@@ -296,6 +302,9 @@ Array collective(const Array& in, CollectiveOp op, int root) {
                     reduce_op(op, in.dtype), MPI_COMM_WORLD);
     }
   }
+  stats.calls++;
+  stats.bytes += count * element;
+  stats.seconds += MPI_Wtime() - start;
   return out;
 }
 

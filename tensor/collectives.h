@@ -48,6 +48,15 @@ void dist_barrier(Context* context);
 // the other ranks would wait for it forever.
 void dist_abort_job(int exit_code);
 
+// What this process's collectives cost so far (MPI calls, the checks
+// included): for benchmarks and dist.stats().
+struct CollectiveStats {
+  int64_t calls = 0;  // collectives run (each: one check, then one reduction or broadcast)
+  int64_t bytes = 0;  // tensor bytes they reduced or broadcast
+  double seconds = 0;
+};
+CollectiveStats dist_stats();
+
 namespace ops {
 // Runs the collective on this rank's `in` and returns the result (a new
 // array; `in` is not written). Identity when the job has one rank.
