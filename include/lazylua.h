@@ -132,6 +132,22 @@ lazylua_status lazylua_run_file(lazylua_interpreter* interpreter, const char* pa
  * that run until the call ends. */
 void lazylua_interrupt(lazylua_interpreter* interpreter);
 
+/* ---- Data-parallel training ------------------------------------------ */
+
+/* This process's place in the MPI job that started it (`mpirun -np N
+ * host`): *rank is 0-based and *size the number of ranks; 0 and 1 for a
+ * process no launcher started. The first call in a launched process joins
+ * the job (MPI_Init; a host that called MPI_Init itself keeps its own).
+ * Scripts see the same job through require "lazylua.dist"
+ * (docs/distributed.md). LAZYLUA_ERROR_RUNTIME when launched but lazylua
+ * was built without MPI; null pointers are LAZYLUA_ERROR_ARGUMENT. */
+lazylua_status lazylua_dist_info(int* rank, int* size);
+/* Ends every rank of the job at once with this exit status (MPI_Abort), for
+ * a host that failed while the other ranks would wait for it in their next
+ * collective. Returns only when this process is not a rank of a job of two
+ * or more. */
+void lazylua_dist_abort(int exit_status);
+
 /* ---- Values ---------------------------------------------------------- */
 
 typedef enum lazylua_type {

@@ -13,6 +13,7 @@
 #include "interp/embed_internal.h"
 #include "interp/lua_tensor.h"
 #include "interp/runtime.h"
+#include "tensor/collectives.h"
 #include "tensor/thread_pool.h"
 
 using lazylua::embed::CallScope;
@@ -530,6 +531,22 @@ lazylua_status lazylua_run_file(lazylua_interpreter* interpreter, const char* pa
   int status = luaL_loadfilex(L, path, interpreter->sandbox ? "t" : nullptr);
   if (status == LUA_OK) status = lua_pcall(L, 0, 0, -2);
   return scope.finish(status);
+}
+
+lazylua_status lazylua_dist_info(int* rank, int* size) {
+  if (!rank || !size) return LAZYLUA_ERROR_ARGUMENT;
+  try {
+    lazylua::dist_initialize();
+  } catch (const std::exception&) {
+    return LAZYLUA_ERROR_RUNTIME;
+  }
+  *rank = lazylua::dist_rank();
+  *size = lazylua::dist_size();
+  return LAZYLUA_OK;
+}
+
+void lazylua_dist_abort(int exit_status) {
+  lazylua::dist_abort_job(exit_status);
 }
 
 void lazylua_interrupt(lazylua_interpreter* interpreter) {

@@ -42,7 +42,7 @@ const std::set<std::string_view> kTensorModuleMeta = {
     "profile_report",
     // Results that are Lua values or tables of tensors, not one tensor.
     "get_rng_state", "set_rng_state", "save_npy", "save_npz", "load_npz", "allclose", "chunk",
-    "split", "unbind", "meshgrid"};
+    "split", "unbind", "meshgrid", "register_backward_hook"};
 // Tensor methods that read a value into Lua: each is a sync.
 const std::set<std::string_view> kSyncMethods = {"item", "tolist", "allclose"};
 // Tensor methods that read only metadata (no sync, no record).

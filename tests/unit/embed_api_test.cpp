@@ -599,4 +599,26 @@ TEST(EmbedCppTest, WrapperRunsCallsAndThrowsWithMessages) {
   EXPECT_EQ(released, 1);
 }
 
+// A process no launcher started is the one rank of its own job, for the host
+// and for its scripts alike, and no MPI starts. (tests/dist/ runs ranks.)
+TEST_F(EmbedTest, DistInfoWithoutALauncher) {
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK")) GTEST_SKIP();
+  int rank = -1, size = -1;
+  ASSERT_EQ(lazylua_dist_info(&rank, &size), LAZYLUA_OK);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(size, 1);
+  EXPECT_EQ(lazylua_dist_info(nullptr, &size), LAZYLUA_ERROR_ARGUMENT);
+  lazylua_dist_abort(3);  // not a job of two: returns
+  lazylua_interpreter* lua = open();
+  ASSERT_EQ(lazylua_run_string(lua,
+                               "local dist = require 'lazylua.dist'\n"
+                               "assert(dist.rank() == 0 and dist.size() == 1)\n"
+                               "assert(not dist.is_initialized())\n"
+                               "local t = tensor.new({1, 2})\n"
+                               "assert(dist.all_reduce(t) == t and t[2]:item() == 2)",
+                               nullptr),
+            LAZYLUA_OK)
+      << message(lua);
+}
+
 }  // namespace
