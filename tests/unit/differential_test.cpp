@@ -43,6 +43,7 @@
 
 #include "compiler/disk_cache.h"
 #include "compiler/native_executor.h"
+#include "tensor/collectives.h"
 #include "tensor/scan.h"
 #include "tensor/sorting.h"
 #include "tensor/tensor.h"
@@ -345,7 +346,7 @@ class RandomProgram {
     const Tensor x = operand();
     const Shape& s = x->shape;
     const int rank = s.rank();
-    switch (pick(25)) {
+    switch (pick(26)) {
       case 0:
       case 1:
       case 2:
@@ -473,6 +474,12 @@ class RandomProgram {
         const Tensor order = argsort(x, dim, chance(50));
         pool_.push_back(order);
         if (rank > 0) pool_.push_back(gather(x, dim, order));
+        return true;
+      }
+      case 24: {  // a collective: in one process the identity, a library step
+        const auto op = static_cast<CollectiveOp>(pick(4));
+        if (op == CollectiveOp::sum && x->dtype == DType::boolean) return false;
+        pool_.push_back(collective(x, op, 0));
         return true;
       }
       default:
