@@ -16,6 +16,15 @@ local sum = dist.all_reduce(tensor.ones(4) * (r + 1)):sum():item()
 io.stdout:write(string.format("rank %d ready (sum %g)\n", r, sum))
 io.stdout:flush()
 
+-- Not a failure: a collective whose result only rank 0 reads, at the end
+-- of the script. The other ranks run it as they end (the lazylua program
+-- runs a rank's unsynced collectives before it exits).
+if case == "read_on_rank_0" then
+  local total = dist.all_reduce(tensor.ones(2) * (r + 1))
+  if r == 0 then print(string.format("rank 0 reads %g", total:sum():item())) end
+  return
+end
+
 if r == 1 then
   if case == "kill_self" then
     os.execute("kill -9 " .. pid())
@@ -31,6 +40,10 @@ if r == 1 then
     os.exit(3)
   elseif case == "abort" then
     dist.abort(4)
+  elseif case == "return_early" then
+    return  -- the script ends normally, with a collective still to make
+  elseif case == "exit_zero" then
+    os.exit(0)
   end
 end
 
