@@ -22,6 +22,7 @@
 
 #include "interp/config.h"
 #include "interp/coroutines.h"
+#include "interp/lua_tensor.h"
 #include "interp/repl.h"
 #include "interp/runtime.h"
 #include "tensor/collectives.h"
@@ -368,6 +369,16 @@ int run_cli(int argc, char** argv) {
   int status = lua_pcall(L, 2, 1, 0);
   bool succeeded = lua_toboolean(L, -1);
   report_status(L, status, program_name);
+  // A rank that ends normally first runs the collectives it recorded and
+  // never synced: another rank may wait in them (it read their result).
+  if (succeeded && status == LUA_OK && dist_size() > 1 && has_tensor_context(L)) {
+    try {
+      tensor_context(L)->run_pending_collectives();
+    } catch (const std::exception& error) {
+      print_message(program_name, error.what());
+      succeeded = false;
+    }
+  }
   // A rank of an MPI job that failed ends the job: the other ranks would
   // wait for it in their next collective (tensor/collectives.h).
   if (!(succeeded && status == LUA_OK)) dist_abort_job(EXIT_FAILURE);

@@ -41,8 +41,7 @@ const char* collective_op_name(CollectiveOp op) {
 bool dist_launched() {
   // Open MPI's mpirun sets the first; PMIx and PMI launchers (srun,
   // MPICH's hydra) the others.
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") ||
-         std::getenv("PMI_SIZE");
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_SIZE");
 }
 
 namespace {
@@ -93,13 +92,30 @@ Array collective(const Array& in, CollectiveOp, int) {
 
 namespace {
 
+void agree(int64_t kind, DType dtype, int root, const Shape& shape);
+constexpr int64_t kExit = 101;
+
 // MPI_Finalize at exit, for a process that ends normally. One that failed
 // calls dist_abort_job first (cli.cpp): finalizing would wait for ranks that
-// wait for it.
+// wait for it. So would a rank that ends while another still waits in a
+// collective (a script that made a collective on some ranks only): every
+// rank first says it is ending, the same handshake as a collective's, and
+// when one is doing something else instead, the job ends here, with the
+// message the other ranks get too.
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (job.size > 1) {
+    try {
+      agree(kExit, DType::boolean, 0, Shape{});
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "lazylua: rank %d of %d: %s\n", job.rank, job.size, error.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, EXIT_FAILURE);
+    }
+  }
+  MPI_Finalize();
 }
 
 // mpirun stops the other ranks with SIGTERM when one dies. Say so, rather
@@ -114,13 +130,13 @@ void on_stopped(int signal_number) {
 }
 
 void install_stop_message() {
-  struct sigaction current{};
+  struct sigaction current {};
   if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
   std::snprintf(stop_message, sizeof stop_message,
                 "lazylua: rank %d of %d: stopped by the MPI launcher (another rank failed, or "
                 "the job was stopped)\n",
                 job.rank, job.size);
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = on_stopped;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
@@ -184,12 +200,13 @@ constexpr int64_t kBarrier = 100;
 
 std::string describe(const int64_t* words) {
   if (words[0] == kBarrier) return "barrier()";
+  if (words[0] == kExit) return "no more collectives (its script ended)";
   const auto op = static_cast<CollectiveOp>(words[0]);
   Shape shape;
   for (int k = 0; k < words[3]; k++) shape.push_back(words[4 + k]);
-  const std::string what = fmt::format("{} of {} {}", collective_op_name(op),
-                                       dtype_name(static_cast<DType>(words[1])),
-                                       shape_string(shape));
+  const std::string what =
+      fmt::format("{} of {} {}", collective_op_name(op), dtype_name(static_cast<DType>(words[1])),
+                  shape_string(shape));
   return op == CollectiveOp::broadcast ? fmt::format("{} from root {}", what, words[2]) : what;
 }
 

@@ -7,13 +7,17 @@ set -euo pipefail
 # .ci/run's sanitizer build; the tests also use gzip and coreutils (timeout,
 # mkfifo, truncate), which every Debian system has. clang-format is for
 # .ci/run's layout check (tools/check_format.sh); jq parses the profiler's
-# trace files in the tests.
+# trace files in the tests. Open MPI runs data-parallel training (stdlib
+# dist.lua, tensor/collectives.cpp): libopenmpi-dev to build against it,
+# openmpi-bin for mpirun (its dependencies bring what a localhost job
+# needs: ssh-client is only used to reach other machines).
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem
   libreadline-dev libfmt-dev
   libprotobuf-dev protobuf-compiler
   libopenblas-dev
+  libopenmpi-dev openmpi-bin
   libgtest-dev
   zlib1g-dev libdeflate-dev libxml2-utils
   clang-format
