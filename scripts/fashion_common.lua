@@ -283,7 +283,6 @@ function M.run(spec)
       skip, steps))
   end
 
-
   -- Each rank has its own copy of the model: after the same averaged steps
   -- they must be equal, bit for bit (the largest difference of max and min
   -- over the ranks, element by element, is 0).
