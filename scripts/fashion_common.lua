@@ -13,7 +13,14 @@
 --     model = function(nn) return nn.Sequential(...) end,
 --   }
 local nn, optim, data, plot = require "nn", require "optim", require "data", require "plot"
+local dist = require "dist"
 local wall = require("progress").now  -- seconds, monotonic
+
+-- Under mpirun (docs/training.md, "Data-parallel training") every rank
+-- trains on its shard of each global batch, and only rank 0 reports and
+-- writes files. Without it there is one rank and nothing changes.
+local rank, ranks = dist.rank(), dist.size()
+local print = rank == 0 and print or function() end
 
 local M = {}
 
@@ -70,6 +77,9 @@ local function parse_options(spec)
   if settings.epochs < 1 or settings.batch < 1 or settings.limit < 0 or settings.lr <= 0 or settings.steps < 0 then
     usage("--epochs and --batch must be positive, --lr positive, --limit and --steps 0 or more")
   end
+  if settings.batch % ranks ~= 0 then
+    usage(string.format("--batch %d (the global batch) does not divide among %d ranks", settings.batch, ranks))
+  end
   return settings, given
 end
 
@@ -90,6 +100,13 @@ local function read_state(spec, settings, given)
     refuse("not a training state (write one with --save-state)")
   end
   if state.script ~= spec.name then refuse("the state of a " .. state.script .. ".lua run, not of " .. script) end
+  -- A position counts the batches of one rank's shard: it means the same
+  -- only with as many ranks (every rank reads the same file).
+  local saved_ranks = state.ranks or 1
+  if saved_ranks ~= ranks then
+    refuse(string.format("the state of a run on %d rank%s, this one has %d: resume with as many ranks",
+      saved_ranks, saved_ranks == 1 and "" or "s", ranks))
+  end
   for _, key in ipairs(RUN_SETTINGS) do
     local saved = state.settings[key]
     if given[key] and settings[key] ~= saved then
@@ -171,6 +188,10 @@ function M.run(spec)
 
   tensor.manual_seed(settings.seed)
   local model = spec.model(nn)
+  -- With several ranks the forward goes through the wrapper, which starts
+  -- every rank from rank 0's parameters and averages the gradients after
+  -- each backward; the state (checkpoint, --save-state) is the bare model's.
+  local net = ranks > 1 and nn.DistributedDataParallel(model) or model
   local criterion = nn.CrossEntropyLoss()
   local opt
   if settings.optimizer == "adam" then
@@ -182,11 +203,19 @@ function M.run(spec)
   print(model)
   print(string.format("%s, lr %g, batch %d, %d epochs", settings.optimizer, settings.lr,
     settings.batch, settings.epochs))
+  if ranks > 1 then
+    print(string.format("data-parallel on %d ranks: %d images per rank in each batch of %d", ranks,
+      settings.batch // ranks, settings.batch))
+  end
 
+  -- Every rank shuffles with the same seed and takes its share: batch k of
+  -- all ranks together is batch k of a single process.
   local loader = data.DataLoader({train_x, train_y},
-    {batch_size = settings.batch, shuffle = true, seed = settings.seed})
+    {batch_size = settings.batch // ranks, shuffle = true, seed = settings.seed, progress = rank == 0,
+     shard = ranks > 1 and {rank, ranks} or nil})
   -- Test accuracy in batches without gradients (every batch of one shape
-  -- runs the same compiled graph).
+  -- runs the same compiled graph). Every rank evaluates the whole test set
+  -- with its model, the same on every rank (checked at the end).
   local test_loader = data.DataLoader({test_x, test_y}, {batch_size = spec.eval_batch, progress = false})
   local function evaluate()
     model:eval()
@@ -218,8 +247,10 @@ function M.run(spec)
   -- seeded order of epoch e depends on the seed and e only) and the history
   -- the report and the loss curve are made of.
   local function save_state(epoch, batch)
+    if rank ~= 0 then return end  -- every rank's state is the same
     tensor.save(settings.save_state, {
       script = spec.name,
+      ranks = ranks ~= 1 and ranks or nil,
       settings = (function()
         local run = {}
         for _, key in ipairs(RUN_SETTINGS) do run[key] = settings[key] end
@@ -252,6 +283,23 @@ function M.run(spec)
       skip, steps))
   end
 
+  -- Each rank has its own copy of the model: after the same averaged steps
+  -- they must be equal, bit for bit (the largest difference of max and min
+  -- over the ranks, element by element, is 0).
+  local function check_ranks_agree()
+    if ranks == 1 then return end
+    local largest = 0
+    for _, p in ipairs(model:parameters()) do
+      local high, low = dist.all_reduce(p:detach():clone(), "max"), dist.all_reduce(p:detach():clone(), "min")
+      largest = math.max(largest, (high - low):abs():max():item())
+    end
+    if largest ~= 0 then
+      io.stderr:write(string.format("%s.lua: the ranks' parameters differ (by up to %g)\n", spec.name, largest))
+      os.exit(1)
+    end
+    print(string.format("parameters identical on %d ranks", ranks))
+  end
+
   local stopped = false
   for epoch = first_epoch, settings.epochs do
     local epoch_start = wall()
@@ -261,12 +309,13 @@ function M.run(spec)
       batch = batch + 1
       if batch > skip then
         opt:zero_grad()
-        local loss = criterion(model(x), y)
+        local loss = criterion(net(x), y)
         loss:backward()
         opt:step()  -- ends with tensor.mark_step(): the step's graph runs here
         steps = steps + 1
         if steps % every == 0 then
-          local value = loss:item()
+          -- the loss of the global batch: the mean of the ranks' (equal shares)
+          local value = (ranks > 1 and dist.all_reduce(loss:detach(), "mean") or loss):item()
           losses[#losses + 1] = value
           sum, count = sum + value, count + 1
           loader:set_postfix{loss = string.format("%.4f", value)}
@@ -296,10 +345,13 @@ function M.run(spec)
     end
   end
   if stopped then
+    check_ranks_agree()
     print(string.format("stopped after %d steps (--steps)%s", steps,
       settings.save_state ~= "" and ("; the training state is in " .. settings.save_state) or ""))
     return
   end
+
+  check_ranks_agree()
 
   local m = tensor.metrics()
   print(string.format("test accuracy %.2f%% after %d epochs", 100 * accuracies[#accuracies],
@@ -311,6 +363,7 @@ function M.run(spec)
     m.interpreted_runs))
   print("loss " .. plot.sparkline(losses))
 
+  if rank ~= 0 then return end
   local checkpoint = settings.out .. "/" .. spec.name .. ".ckpt"
   tensor.save(checkpoint, {model = model:state_dict(), accuracy = accuracies[#accuracies],
     epochs = settings.epochs, optimizer = settings.optimizer})

@@ -93,8 +93,8 @@ local function splitmix64(state)
   end
 end
 
--- A permutation of 1..n (Fisher-Yates) as an i64 tensor.
-local function seeded_permutation(n, seed)
+-- A permutation of 1..n (Fisher-Yates) as a Lua list.
+local function seeded_permutation_list(n, seed)
   local next_random = splitmix64(seed)
   local order = {}
   for i = 1, n do order[i] = i end
@@ -102,7 +102,37 @@ local function seeded_permutation(n, seed)
     local j = (next_random() >> 11) % i + 1
     order[i], order[j] = order[j], order[i]
   end
-  return tensor.new(order, {dtype = "i64"})
+  return order
+end
+
+-- The same permutation as an i64 tensor.
+local function seeded_permutation(n, seed)
+  return tensor.new(seeded_permutation_list(n, seed), {dtype = "i64"})
+end
+
+-- Checks opts.shard = {rank, size} (rank 0-based, as dist.rank()).
+local function check_shard(shard)
+  if shard == nil then return nil end
+  if type(shard) ~= "table" then
+    error("data.DataLoader: shard must be a table {rank, size}, got " .. type(shard), 3)
+  end
+  local rank, size = shard[1], shard[2]
+  if math.type(size) ~= "integer" then
+    error("data.DataLoader: shard size must be an integer, got " ..
+          (type(size) == "number" and tostring(size) or type(size)), 3)
+  end
+  if size < 1 then
+    error(string.format("data.DataLoader: shard size must be at least 1, got %d", size), 3)
+  end
+  if math.type(rank) ~= "integer" then
+    error("data.DataLoader: shard rank must be an integer, got " ..
+          (type(rank) == "number" and tostring(rank) or type(rank)), 3)
+  end
+  if rank < 0 or rank >= size then
+    error(string.format("data.DataLoader: shard rank %d is out of range 0..%d (ranks are 0-based)",
+                        rank, size - 1), 3)
+  end
+  return {rank = rank, size = size}
 end
 
 local DataLoader = {}
@@ -113,12 +143,17 @@ DataLoader.__index = DataLoader
 -- uses seed and e; without it the order comes from tensor.randperm, which
 -- tensor.manual_seed controls), drop_last (false), progress (true: shown
 -- unless LAZYLUA_PROGRESS=0), description (progress label; default
--- "epoch N"), progress_options (passed to progress.new).
+-- "epoch N"), progress_options (passed to progress.new), shard ({rank,
+-- size}: this process's share of each epoch, as torch's DistributedSampler
+-- deals it: the epoch's order, padded by repeating its start to a multiple
+-- of size, or with drop_last cut to one, position p going to rank p % size;
+-- rank is 0-based, as dist.rank()).
 function data.DataLoader(dataset, opts)
   opts = check_options(opts, "data.DataLoader", {
     batch_size = true, shuffle = true, seed = true, drop_last = true,
-    progress = true, description = true, progress_options = true,
+    progress = true, description = true, progress_options = true, shard = true,
   })
+  local shard = check_shard(opts.shard)
   if tensor.is_tensor(dataset) then dataset = {dataset} end
   if type(dataset) ~= "table" or #dataset == 0 then
     error("data.DataLoader: expected a list of tensors (e.g. {images, labels})", 2)
@@ -154,15 +189,40 @@ function data.DataLoader(dataset, opts)
     show_progress = opts.progress ~= false,
     description = opts.description,
     progress_options = opts.progress_options or {},
+    shard = shard,
     epoch = 0,
   }, DataLoader)
 end
 
--- Number of batches per epoch.
+-- Rows this loader yields per epoch: all of them, or with a shard, one
+-- share of the order padded (or with drop_last cut) to a multiple of size.
+local function rows_per_epoch(self)
+  local shard = self.shard
+  if not shard then return self.rows end
+  if self.drop_last then return self.rows // shard.size end
+  return self.rows // shard.size + (self.rows % shard.size > 0 and 1 or 0)
+end
+
+-- Number of batches per epoch (of this rank's shard, with one).
 function DataLoader:__len()
-  if self.drop_last then return self.rows // self.batch_size end
+  local rows = rows_per_epoch(self)
+  if self.drop_last then return rows // self.batch_size end
   -- (rows + batch_size - 1) // batch_size would overflow for a huge batch_size
-  return self.rows // self.batch_size + (self.rows % self.batch_size > 0 and 1 or 0)
+  return rows // self.batch_size + (rows % self.batch_size > 0 and 1 or 0)
+end
+
+-- This rank's rows of the epoch's order (a list of 1-based rows, or nil
+-- for 1..rows) as an i64 tensor: positions rank+1, rank+1+size, ... of the
+-- order padded by repeating from its start, so every rank gets as many.
+local function shard_order(self, order)
+  local shard, rows = self.shard, self.rows
+  local count = rows_per_epoch(self)
+  local picks = {}
+  for i = 1, count do
+    local position = (shard.rank + (i - 1) * shard.size) % rows + 1  -- the padding wraps around
+    picks[i] = order and order[position] or position
+  end
+  return tensor.new(picks, {dtype = "i64"})
 end
 
 -- One epoch: `for x, y in loader:iter() do ... end` yields one batch per
@@ -175,10 +235,17 @@ function DataLoader:iter()
   if self.shuffle then
     if self.seed then
       -- distinct, reproducible streams per (seed, epoch)
-      order = seeded_permutation(self.rows, self.seed * 1000003 + self.epoch)
+      local seed = self.seed * 1000003 + self.epoch
+      order = self.shard and seeded_permutation_list(self.rows, seed) or seeded_permutation(self.rows, seed)
     else
       order = tensor.randperm(self.rows)
+      if self.shard then order = order:tolist() end
     end
+  end
+  local rows = self.rows
+  if self.shard then
+    order = shard_order(self, order)
+    rows = order:numel()
   end
   local batches = #self
   local bar
@@ -198,7 +265,7 @@ function DataLoader:iter()
     end
     batch = batch + 1
     local first = (batch - 1) * self.batch_size + 1
-    local count = math.min(self.batch_size, self.rows - first + 1)
+    local count = math.min(self.batch_size, rows - first + 1)
     local out = {}
     for i, t in ipairs(self.tensors) do out[i] = native.take_rows(t, order, first, count) end
     return table.unpack(out, 1, #self.tensors)

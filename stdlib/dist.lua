@@ -167,6 +167,73 @@ function dist.average_gradients(params, opts)
   flush()
 end
 
+-- ---------------------------------------------------------------------------
+-- nn.DistributedDataParallel: a module that wraps a model for data-parallel
+-- training. The class is made on first use (it derives from nn.Module), so
+-- that require "dist" alone does not load nn.
+
+local DistributedDataParallel
+
+local function ddp_class()
+  if DistributedDataParallel then return DistributedDataParallel end
+  local nn = require "lazylua.nn"
+  local class = nn.class("DistributedDataParallel")
+
+  function class:init(model, opts)
+    -- the model is a submodule named "module": state_dict keys are
+    -- "module.0.weight" ..., as PyTorch's
+    self:add_module("module", model)
+    self.bucket_bytes = opts.bucket_bytes
+    -- Set by a forward that records gradients, cleared by the backward
+    -- that averages them: a backward of some other graph (or a second
+    -- backward of the same forward) leaves the gradients alone.
+    self.gradients_pending = false
+    dist.broadcast_parameters(model, 0)  -- every rank starts from rank 0's values
+    -- The hook outlives no wrapper: it holds the wrapper weakly.
+    local weak = setmetatable({wrapper = self}, {__mode = "v"})
+    self.backward_hook = tensor.register_backward_hook(function()
+      local wrapper = weak.wrapper
+      if wrapper and wrapper.gradients_pending then
+        wrapper.gradients_pending = false
+        dist.average_gradients(wrapper.module, {bucket_bytes = wrapper.bucket_bytes})
+      end
+    end)
+  end
+
+  function class:forward(...)
+    if tensor.is_grad_enabled() then self.gradients_pending = true end
+    return self.module(...)
+  end
+
+  DistributedDataParallel = class
+  return class
+end
+
+-- Wraps model (an nn module) for data-parallel training: its parameters
+-- and buffers are broadcast from rank 0 now, and after each backward that
+-- follows a forward through the wrapper, the gradients are averaged over
+-- the ranks (dist.average_gradients, opts.bucket_bytes passed on) before
+-- the optimizer steps. With one rank it changes nothing.
+function dist.DistributedDataParallel(model, opts)
+  if type(model) ~= "table" or type(model.parameters) ~= "function" or type(model.forward) ~= "function" then
+    error("nn.DistributedDataParallel: expected an nn module, got " .. type(model), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("nn.DistributedDataParallel: options must be a table, got " .. type(opts), 2)
+  end
+  opts = opts or {}
+  for key in pairs(opts) do
+    if key ~= "bucket_bytes" then
+      error(string.format("nn.DistributedDataParallel: unknown option '%s'", tostring(key)), 2)
+    end
+  end
+  local bucket_bytes = opts.bucket_bytes
+  if bucket_bytes ~= nil and (math.type(bucket_bytes) ~= "integer" or bucket_bytes < 1) then
+    error("nn.DistributedDataParallel: bucket_bytes must be a positive integer", 2)
+  end
+  return ddp_class()(model, {bucket_bytes = bucket_bytes or default_bucket_bytes})
+end
+
 -- A script that ends with an error or os.exit(failure) on one rank would
 -- leave the others waiting in their next collective: with two ranks or
 -- more, such an exit ends the whole job (the lazylua program does the same

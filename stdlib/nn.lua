@@ -603,6 +603,13 @@ function ScanLayers:extra_repr()
   return string.format("%d x %s", self.count, getmetatable(self.template).__name)
 end
 
+-- Data-parallel training (stdlib/dist.lua): the dist module, and with it
+-- MPI under mpirun, is loaded only when a script asks for the wrapper. A
+-- tail call, so that its errors name the caller's line.
+function nn.DistributedDataParallel(model, opts)
+  return require("lazylua.dist").DistributedDataParallel(model, opts)
+end
+
 -- Convolutions and pooling (nn_conv.lua); losses (nn_loss.lua); batch
 -- normalization (nn_norm.lua); LSTM and GRU (nn_rnn.lua); attention and
 -- the transformer encoder layer (nn_attention.lua).
