@@ -229,7 +229,8 @@ void Context::mark_step() {
 void Context::run_pending_collectives() {
   if (pending_collectives.empty()) return;
   std::vector<Tensor> tensors;
-  for (const NodeRef& node : pending_collectives) tensors.push_back(Tensor(new TensorImpl(this, node)));
+  for (const NodeRef& node : pending_collectives)
+    tensors.push_back(Tensor(new TensorImpl(this, node)));
   std::vector<TensorImpl*> roots;
   for (const Tensor& tensor : tensors) roots.push_back(tensor.get());
   sync(roots, SyncCause::explicit_sync);
@@ -246,8 +247,8 @@ bool add_collective_roots(Context* context, const Graph& graph, std::vector<Tens
   });
   if (!reached) return false;
   for (const NodeRef& node : context->pending_collectives) {
-    const bool in_graph = std::find(graph.nodes.begin(), graph.nodes.end(), node.get()) !=
-                          graph.nodes.end();
+    const bool in_graph =
+        std::find(graph.nodes.begin(), graph.nodes.end(), node.get()) != graph.nodes.end();
     if (!in_graph) continue;
     keep.push_back(Tensor(new TensorImpl(context, node)));
     roots.push_back(keep.back().get());
