@@ -77,7 +77,7 @@ for case in two big; do
       "(target <= 15%%: %s)\n", batch, 1e3 * without, 1e3 * with, 1e3 * added, share,
       share <= 15 ? "met" : "missed"
     printf "                    of which MPI (dist.stats().seconds) %.3f ms = %.1f%% of the step, " \
-      "the rest (packing the bucket, the division) %.3f ms\n", 1e3 * comm, 100 * comm / with,
+      "the rest (packing the bucket, waiting for the slower rank) %.3f ms\n", 1e3 * comm, 100 * comm / with,
       1e3 * (added - comm)
   }'
 done

@@ -288,11 +288,12 @@ function M.run(spec)
   -- over the ranks, element by element, is 0).
   local function check_ranks_agree()
     if ranks == 1 then return end
-    local largest = 0
-    for _, p in ipairs(model:parameters()) do
+    local differences = {}
+    for i, p in ipairs(model:parameters()) do
       local high, low = dist.all_reduce(p:detach():clone(), "max"), dist.all_reduce(p:detach():clone(), "min")
-      largest = math.max(largest, (high - low):abs():max():item())
+      differences[i] = (high - low):abs():max()
     end
+    local largest = tensor.stack(differences):max():item()  -- one sync for them all
     if largest ~= 0 then
       io.stderr:write(string.format("%s.lua: the ranks' parameters differ (by up to %g)\n", spec.name, largest))
       os.exit(1)

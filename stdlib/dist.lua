@@ -142,13 +142,19 @@ function dist.average_gradients(params, opts)
   local bucket, bytes, dtype = {}, 0, nil
   local function flush()
     if #bucket == 0 then return end
-    -- Each gradient is divided by the number of ranks as it is packed (one
-    -- fused pass, where dividing the sum would be a second pass over the
-    -- bucket); the sum of the shares is the mean. Exact for 2, 4, 8 ranks.
+    -- With 2, 4, 8 ... ranks each gradient is divided as it is packed (in
+    -- the same fused pass; a second pass over the bucket costs as much as
+    -- the packing): halving is exact, so the sum of the shares is the sum
+    -- divided, bit for bit. Other sizes divide the sum.
+    local prescale = size & (size - 1) == 0
     local flats = {}
-    for i, p in ipairs(bucket) do flats[i] = p:grad():reshape(-1) / size end
+    for i, p in ipairs(bucket) do
+      local g = p:grad():reshape(-1)
+      flats[i] = prescale and g / size or g
+    end
     local flat = #flats == 1 and flats[1] or tensor.cat(flats)
     local mean = native.dist_collective(flat, "sum", 0)
+    if not prescale then mean = mean / size end
     local offset = 1
     for _, p in ipairs(bucket) do
       local n = p:numel()
