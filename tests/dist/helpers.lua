@@ -14,19 +14,10 @@ function h.fail(message)
   error(string.format("rank %d of %d: %s", h.rank, h.size, message), 2)
 end
 
-local function show(v)
-  if type(v) == "table" then
-    local parts = {}
-    for i = 1, #v do parts[i] = show(v[i]) end
-    return "{" .. table.concat(parts, ", ") .. "}"
-  elseif math.type(v) == "float" then
-    return string.format("%.9g", v)
-  end
-  return tostring(v)
-end
+-- show (nested tables as text) and is_nan come from the Lua tests' helpers.
+local lua_helpers = dofile((arg[0]:match("^(.*)/") or ".") .. "/../lua/helpers.lua")
+local show, is_nan = lua_helpers.show, lua_helpers.is_nan
 h.show = show
-
-local function is_nan(x) return x ~= x end
 
 -- Exact equality of two (nested) lists, NaN equal to NaN, and a number's
 -- integer-ness (an i64 result must come back as Lua integers).
