@@ -245,19 +245,6 @@ Unsigned load_unsigned(const uint8_t* bytes, bool swap) {
   return value;
 }
 
-float half_to_float(uint16_t half) {
-  const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
-  const uint32_t exponent = (half >> 10) & 0x1f;
-  uint32_t mantissa = half & 0x3ff;
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent != 0) {
-    return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-  }
-  // zero or subnormal: mantissa * 2^-24, exact in float
-  const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-  return sign ? -magnitude : magnitude;
-}
-
 // Element i of the file's data as the C++ type Target.
 template <typename Target>
 void convert_elements(const uint8_t* in, int64_t count, const ElementType& element, Target* out,
@@ -320,6 +307,19 @@ uint32_t little_endian(const uint8_t* bytes, int count) {
 }
 
 }  // namespace
+
+float half_to_float(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
+  const uint32_t exponent = (half >> 10) & 0x1f;
+  uint32_t mantissa = half & 0x3ff;
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) {
+    return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  }
+  // zero or subnormal: mantissa * 2^-24, exact in float
+  const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
+  return sign ? -magnitude : magnitude;
+}
 
 Array decode(const uint8_t* data, size_t size, const char* function, const std::string& source) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -29,4 +29,7 @@ Array decode(const uint8_t* data, size_t size, const char* function, const std::
 // version 1.0 unless its header needs more than 65535 bytes (then 2.0).
 std::string encode(const Array& array);
 
+// An IEEE half (binary16) as a float, exactly (ONNX's FLOAT16 too).
+float half_to_float(uint16_t half);
+
 }  // namespace lazylua::npy

@@ -14,5 +14,7 @@ constexpr const char* kStdlibNativeModule = "stdlib.native";
 int open_stdlib_native(lua_State* L);
 // Adds dist's functions to the table on top of the stack (lua_dist.cpp).
 void add_dist_functions(lua_State* L);
+// Adds the ONNX codec's functions (onnx_codec.cpp).
+void add_onnx_functions(lua_State* L);
 
 }  // namespace lazylua

@@ -10,7 +10,9 @@ set -euo pipefail
 # trace files in the tests. Open MPI runs data-parallel training (stdlib
 # dist.lua, tensor/collectives.cpp): libopenmpi-dev to build against it,
 # openmpi-bin for mpirun (its dependencies bring what a localhost job
-# needs: ssh-client is only used to reach other machines).
+# needs: ssh-client is only used to reach other machines). ONNX import and
+# export (stdlib/onnx.lua) compile libonnx-dev's onnx.proto; the ONNX
+# backend test suites the conformance runner uses are libonnx-testdata.
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem
@@ -18,6 +20,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libopenblas-dev
   libopenmpi-dev openmpi-bin
+  libonnx-dev libonnx-testdata
   libgtest-dev
   zlib1g-dev libdeflate-dev libxml2-utils
   clang-format
