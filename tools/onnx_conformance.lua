@@ -171,6 +171,9 @@ for _, suite in ipairs(options.suites) do
   local counts = {pass = 0, fail = 0, unsupported = 0}
   local blockers = {}
   local root = options.data .. "/" .. suite
+  if #list_directory(root) == 0 then
+    error(string.format("onnx_conformance: no test cases in %s (Debian's libonnx-testdata has them)", root), 0)
+  end
   for _, case in ipairs(list_directory(root)) do
     if (not options.filter or case:find(options.filter, 1, true)) and file_exists(root .. "/" .. case .. "/model.onnx") then
       local outcome, why = run_case(root .. "/" .. case)
