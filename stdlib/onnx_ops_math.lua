@@ -267,6 +267,21 @@ function ops.MatMul(ctx, inputs)
   return required(ctx, inputs, 1):matmul(required(ctx, inputs, 2))
 end
 
+-- (A - a_zero_point) @ (B - b_zero_point) in i32. The 8-bit inputs arrive
+-- as i32 (exact); a 1-d a_zero_point holds one value per row of A, a 1-d
+-- b_zero_point one per column of B (NumPy broadcasting gives the latter).
+function ops.MatMulInteger(ctx, inputs)
+  local a, b = required(ctx, inputs, 1):to("i32"), required(ctx, inputs, 2):to("i32")
+  local a_zero, b_zero = inputs[3], inputs[4]
+  if a_zero ~= nil then
+    a_zero = a_zero:to("i32")
+    if a_zero:dim() == 1 and a:dim() >= 2 then a_zero = a_zero:unsqueeze(2) end
+    a = a - a_zero
+  end
+  if b_zero ~= nil then b = b - b_zero:to("i32") end
+  return a:matmul(b)
+end
+
 function ops.Gemm(ctx, inputs, attrs)
   local a, b, c = required(ctx, inputs, 1), required(ctx, inputs, 2), inputs[3]
   if a:dim() ~= 2 or b:dim() ~= 2 then ctx:error("Gemm needs 2-d A and B, got %d-d and %d-d", a:dim(), b:dim()) end
@@ -448,6 +463,10 @@ local function nll(ctx, input, target, weight, attrs)
   if target:dim() ~= input:dim() - 1 then
     ctx:error("target must have %d dims, got %d", input:dim() - 1, target:dim())
   end
+  local reduction = attr(attrs, "reduction", "mean")
+  if reduction ~= "none" and reduction ~= "sum" and reduction ~= "mean" then
+    ctx:error("reduction must be none, sum or mean, got %s", tostring(reduction))
+  end
   local ignore_index = attrs.ignore_index
   local keep = nil
   local classes = target:to("i64")
@@ -464,11 +483,9 @@ local function nll(ctx, input, target, weight, attrs)
   end
   if keep ~= nil then w = w * keep:to(input:dtype()) end
   local loss = -picked * w
-  local reduction = attr(attrs, "reduction", "mean")
   if reduction == "none" then return loss end
   if reduction == "sum" then return loss:sum() end
-  if reduction == "mean" then return loss:sum() / w:sum() end
-  ctx:error("reduction must be none, sum or mean, got %s", tostring(reduction))
+  return loss:sum() / w:sum()
 end
 
 function ops.NegativeLogLikelihoodLoss(ctx, inputs, attrs)
