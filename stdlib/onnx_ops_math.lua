@@ -244,11 +244,26 @@ end
 local type_numbers = {}
 for number, name in pairs(util.onnx_type_names) do type_numbers[name] = number end
 
+-- The integer types lazylua holds in a wider one (as the codec decodes
+-- them): UINT8, INT8, UINT16, INT16 in i32, UINT32 in i64.
+local narrow_integers = {
+  [2] = {low = 0, count = 256, dtype = "i32"}, [3] = {low = -128, count = 256, dtype = "i32"},
+  [4] = {low = 0, count = 65536, dtype = "i32"}, [5] = {low = -32768, count = 65536, dtype = "i32"},
+  [12] = {low = 0, count = 1 << 32, dtype = "i64"},
+}
+
 function ops.Cast(ctx, inputs, attrs)
   local x = required(ctx, inputs, 1)
   local to = attrs.to
   if type(to) == "string" then to = type_numbers[to:upper()] or to end   -- opset < 6
   if to == nil then ctx:error("attribute 'to' is required") end
+  local narrow = narrow_integers[to]
+  if narrow ~= nil then
+    -- The values wrap into the narrow type's range (as NumPy's astype),
+    -- held in the wider lazylua type the codec uses for it.
+    local wrapped = (x:to("i64") - narrow.low) % narrow.count + narrow.low
+    return wrapped:to(narrow.dtype)
+  end
   local dtype = util.onnx_dtypes[to]
   if dtype == nil then
     ctx:unsupported("Cast to %s (lazylua has f32, f64, i32, i64 and bool)", util.onnx_type_names[to] or tostring(to))
@@ -258,6 +273,36 @@ end
 
 function ops.CastLike(ctx, inputs)
   return required(ctx, inputs, 1):to(required(ctx, inputs, 2):dtype())
+end
+
+------------------------------------------------------------------------
+-- Quantization (8-bit values are held in i32)
+------------------------------------------------------------------------
+-- (x - zero_point) * scale in f32; a 1-d scale (and zero point) holds one
+-- value per slice along `axis` (default 1).
+function ops.DequantizeLinear(ctx, inputs, attrs)
+  local x, scale, zero = required(ctx, inputs, 1), required(ctx, inputs, 2), inputs[3]
+  local function along_axis(t)
+    if t:dim() == 0 or t:numel() == 1 and x:dim() <= 1 then return t end
+    local d = util.dim(ctx, attr(attrs, "axis", 1), x:dim())
+    local shape = {}
+    for i = 1, x:dim() do shape[i] = i == d and t:numel() or 1 end
+    return t:reshape(shape)
+  end
+  local y = x:to("f32")
+  if zero ~= nil then y = y - along_axis(zero):to("f32") end
+  return y * along_axis(scale)
+end
+
+-- x (f32) -> y (uint8, held in i32), scale, zero point (uint8), over the
+-- range of x widened to include 0, rounding half to even.
+function ops.DynamicQuantizeLinear(ctx, inputs)
+  local x = required(ctx, inputs, 1)
+  local high, low = x:amax():clamp(0, nil), x:amin():clamp(nil, 0)
+  local scale = (high - low) / 255
+  local zero = (-low / scale):round():clamp(0, 255)
+  local y = ((x / scale):round() + zero):clamp(0, 255)
+  return y:to("i32"), scale, zero:to("i32")
 end
 
 ------------------------------------------------------------------------
