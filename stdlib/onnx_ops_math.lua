@@ -111,9 +111,15 @@ function ops.Mish(ctx, inputs)
   return x * softplus(x):tanh()
 end
 
--- slope broadcasts to x (unidirectionally; NumPy rules cover it).
+-- slope broadcasts to x (unidirectionally; NumPy rules cover it). Before
+-- opset 7 a 1-d slope holds one value per channel (dim 2 of x).
 function ops.PRelu(ctx, inputs)
   local x, slope = required(ctx, inputs, 1), required(ctx, inputs, 2)
+  if ctx.opset < 7 and slope:dim() == 1 and slope:numel() > 1 and x:dim() >= 2 then
+    local shape = {slope:numel()}
+    for _ = 3, x:dim() do shape[#shape + 1] = 1 end
+    slope = slope:reshape(shape)
+  end
   return tensor.where(x:lt(0), x * slope, x)
 end
 

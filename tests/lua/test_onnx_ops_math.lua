@@ -54,6 +54,8 @@ h.test("unary and activations: NumPy's values", function()
   h.near(run("Softsign", {x}), {-2 / 3, -1 / 3, 0, 1 / 3, 0.75}, h.F64)
   h.near(run("Shrink", {x}, {lambd = 1.0, bias = 0.5}), {-1.5, 0, 0, 0, 2.5}, h.F64)
   h.near(run("PRelu", {f64({{-1, 2}, {-3, 4}}), f64({0.5, 0.25})}), {{-0.5, 2}, {-1.5, 4}}, h.F64)
+  -- opset 6: one slope per channel (dim 2)
+  h.near(run("PRelu", {f64({{{-1, -2}, {-3, 4}}}), f64({0.5, 0.25})}, {}, 6), {{{-0.5, -1}, {-0.75, 4}}}, h.F64)
   -- Shrink keeps an integer input's type.
   h.check(run("Shrink", {tensor.new({-3, 1, 4}, {dtype = "i32"})}, {lambd = 1.5, bias = 1.5}), "i32",
           {-1, 0, 2})
