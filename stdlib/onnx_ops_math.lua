@@ -347,6 +347,42 @@ function ops.Gemm(ctx, inputs, attrs)
   return y
 end
 
+-- Determinant of [..., n, n] by Gaussian elimination with partial
+-- pivoting, all in tensor ops (no value is read): the row swap of step k
+-- is the matrix I - (e_k - e_p)(e_k - e_p)^T built from the pivot's
+-- one-hot row e_p, and flips the sign when p ~= k.
+function ops.Det(ctx, inputs)
+  local a = required(ctx, inputs, 1)
+  if not util.is_float(a) then ctx:error("Det needs a float tensor, got %s", a:dtype()) end
+  local rank = a:dim()
+  if rank < 2 or a:size(rank) ~= a:size(rank - 1) then
+    ctx:error("Det needs square matrices [..., n, n], got %d-d", rank)
+  end
+  local n, dtype = a:size(rank), a:dtype()
+  local rows = tensor.arange(1, n + 1)                 -- 1 .. n, i64
+  local identity = tensor.eye(n):to(dtype)
+  local det = nil
+  for k = 1, n do
+    local column = a:narrow(rank - 1, k, n - k + 1):select(rank, k)   -- [..., n - k + 1]
+    local pivot_row = column:abs():argmax(rank - 1, true) + (k - 1)  -- [..., 1], 1-based
+    local e_p = rows:eq(pivot_row):to(dtype)                           -- [..., n]
+    local e_k = rows:eq(k):to(dtype)
+    local d = e_k - e_p
+    local swap = identity - d:unsqueeze(-1) * d:unsqueeze(-2)
+    a = swap:matmul(a)
+    local sign = tensor.where(pivot_row:eq(k), 1.0, -1.0):to(dtype):squeeze(-1)
+    local pivot = a:select(rank - 1, k):select(rank - 1, k)          -- [...]
+    det = (det == nil and pivot or det * pivot) * sign
+    if k < n then
+      local safe = tensor.where(pivot:eq(0), 1.0, pivot):to(dtype)
+      local below = rows:gt(k):to(dtype)
+      local factor = a:select(rank, k) / safe:unsqueeze(-1) * below  -- [..., n]
+      a = a - factor:unsqueeze(-1) * a:select(rank - 1, k):unsqueeze(-2)
+    end
+  end
+  return det
+end
+
 function ops.Einsum(ctx, inputs, attrs)
   local equation = attrs.equation
   if type(equation) ~= "string" then ctx:error("attribute 'equation' is required") end

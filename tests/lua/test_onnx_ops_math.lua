@@ -136,6 +136,16 @@ h.test("MatMul, Gemm, MatMulInteger, Einsum", function()
   h.err(function() run("Gemm", {f64({1, 2}), b}) end, "2-d")
 end)
 
+h.test("Det: pivoting, singular and batched matrices (NumPy's values)", function()
+  h.near(run("Det", {f64({{0, 2, 1}, {1, 1, 1}, {2, 0, 3}})}), -4, h.F64)   -- a zero first pivot
+  h.near(run("Det", {f64({{2, -1, 0, 3}, {1, 0.5, 4, -2}, {0, 3, 1, 1}, {5, 2, -1, 0}})}), 255.5, {rel = 1e-12, abs = 1e-12})
+  h.near(run("Det", {f64({{{1, 2}, {2, 4}}, {{0, 1}, {1, 0}}})}), {0, -1}, h.F64)
+  h.near(run("Det", {f64({{0, 0}, {0, 0}})}), 0, h.F64)
+  h.near(run("Det", {tensor.new({{3.5}})}), 3.5, h.F32, "f32")
+  h.err(function() run("Det", {f64({1, 2})}) end, "square matrices")
+  h.err(function() run("Det", {i64({{1}})}) end, "float tensor")
+end)
+
 h.test("Softmax, LogSoftmax, Hardmax: 2-d coercion before opset 13, one axis after", function()
   local x = tensor.arange(8):to("f64"):reshape(2, 2, 2)
   local p = 0.03205860328008499
