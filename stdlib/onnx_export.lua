@@ -389,27 +389,55 @@ function Exporter:leaf(i, node)
   local key = leaf_key(node)
   if self.input_keys[key] then return self.input_keys[key] end
   local param = self.param_keys[key]
-  if param then
-    if not self.param_used[param.name] then
-      self.param_used[param.name] = true
-      self:initializer(param.name, param.tensor)
-    end
-    return param.name
-  end
-  -- A contiguous reshaped view of a parameter (a Conv2d's bias as [C, 1, 1]):
-  -- the parameter reshaped.
-  local by_storage = self.param_storage[node.storage]
-  if by_storage and node.contiguous and by_storage.leaf.contiguous and node.offset == by_storage.leaf.offset
-      and node.data:numel() == by_storage.tensor:numel() then
-    if not self.param_used[by_storage.name] then
-      self.param_used[by_storage.name] = true
-      self:initializer(by_storage.name, by_storage.tensor)
-    end
-    return self:emit(node, "Reshape", {by_storage.name, self:constant("shape", node.shape)})
+  if param then return self:use_parameter(param) end
+  -- Lazy mode reads a contiguous block of a data tensor (a reshape, the
+  -- rows a narrow or select keeps) as a leaf of its own: for an input or a
+  -- parameter, that block is computed from it in the model.
+  local base = self.input_storage[node.storage] or self.param_storage[node.storage]
+  if base and node.contiguous and base.leaf.contiguous then
+    local base_name = base.input_name or self:use_parameter(base)
+    return self:block_of(i, node, base_name, base)
   end
   self.data_count = self.data_count + 1
   local name = self.data_count == 1 and "data" or ("data_" .. (self.data_count - 1))
   return self:initializer(name, node.data:contiguous())
+end
+
+function Exporter:use_parameter(param)
+  if not self.param_used[param.name] then
+    self.param_used[param.name] = true
+    self:initializer(param.name, param.tensor)
+  end
+  return param.name
+end
+
+-- Leaf i, a contiguous block of the contiguous tensor `base` (named
+-- base_name): a Reshape when it is all of it, else the elements sliced out
+-- of the flattened base.
+function Exporter:block_of(i, node, base_name, base)
+  local numel, base_numel = 1, 1
+  for _, extent in ipairs(node.shape) do numel = numel * extent end
+  for _, extent in ipairs(base.leaf.shape) do base_numel = base_numel * extent end
+  local start = node.offset - base.leaf.offset
+  if start == 0 and numel == base_numel then
+    if base.input_name and self.dynamic then
+      if node.shape[1] ~= self.batch or #node.shape == 0 then
+        self:fail(node, "dynamic_batch: a reshape of %s mixes the batch dim (dim 1, extent %d) into others; " ..
+          "export with a static batch", base.input_name, self.batch)
+      end
+      self.batched[i] = true
+      return self:emit(node, "Reshape", {base_name, self:target_shape(i, node, 0)})
+    end
+    return self:emit(node, "Reshape", {base_name, self:constant("shape", node.shape)})
+  end
+  if base.input_name and self.dynamic then
+    self:fail(node, "dynamic_batch: a part of %s (a narrow or select of its elements) fixes the batch " ..
+      "extent; export with a static batch", base.input_name)
+  end
+  local flat = self:emit(node, "Reshape", {base_name, self:constant("shape", {-1})})
+  local part = self:emit(node, "Slice", {flat, self:constant("starts", {start}),
+    self:constant("ends", {start + numel}), self:constant("axes", {0})})
+  return self:emit(node, "Reshape", {part, self:constant("shape", node.shape)})
 end
 
 local function value_info(name, dtype, shape, batched)
@@ -461,26 +489,26 @@ function M.export(fn_or_module, example_inputs, path, opts)
   local was_training = is_module(fn_or_module) and fn_or_module.training
   if is_module(fn_or_module) and fn_or_module.eval then fn_or_module:eval() end
   tensor.set_eager(false)
-  local ok, results = pcall(function()
-    return table.pack(tensor.no_grad(function() return callable(table.unpack(example_inputs)) end))
+  -- The graph is read before eager mode comes back (switching to it syncs).
+  local ok, traced = pcall(function()
+    local results = table.pack(tensor.no_grad(function() return callable(table.unpack(example_inputs)) end))
+    if results.n == 1 and type(results[1]) == "table" and not tensor.is_tensor(results[1]) then
+      results = results[1]
+    end
+    local outputs = {}
+    for k, y in ipairs(results) do
+      if not tensor.is_tensor(y) then export_error("output %d of the traced call is a %s, not a tensor", k, type(y)) end
+      outputs[k] = y
+    end
+    if #outputs == 0 then export_error("the traced call returned no tensor") end
+    return tensor.graph(outputs)
   end)
   tensor.set_eager(was_eager)
   if was_training then fn_or_module:train(true) end
-  if not ok then error(results, 0) end
-  local outputs = {}
-  if results.n == 1 and type(results[1]) == "table" and not tensor.is_tensor(results[1]) then
-    results = results[1]
-  end
-  for k, y in ipairs(results) do
-    if not tensor.is_tensor(y) then export_error("output %d of the traced call is a %s, not a tensor", k, type(y)) end
-    outputs[k] = y
-  end
-  if #outputs == 0 then export_error("the traced call returned no tensor") end
-
-  local traced = tensor.graph(outputs)
+  if not ok then error(traced, 0) end
   local self = setmetatable({
     nodes = traced.nodes, names = {}, batched = {}, counter = 0, data_count = 0,
-    input_keys = {}, param_keys = {}, param_storage = {}, param_used = {},
+    input_keys = {}, input_storage = {}, dynamic = opts.dynamic_batch == true, param_keys = {}, param_storage = {}, param_used = {},
     graph = {name = opts.graph_name or "main_graph", doc_string = "", nodes = {}, initializers = {},
       inputs = {}, outputs = {}, value_info = {}},
   }, Exporter)
@@ -490,6 +518,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
     local leaf = data_leaf(x)
     local name = k == 1 and "input" or ("input_" .. (k - 1))
     self.input_keys[leaf_key(leaf)] = name
+    self.input_storage[leaf.storage] = self.input_storage[leaf.storage] or {input_name = name, leaf = leaf}
     if dynamic then
       if x:dim() == 0 then export_error("dynamic_batch: example input %d has no dims", k) end
       self.batch = self.batch or x:size(1)
@@ -510,7 +539,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
   for i, node in ipairs(self.nodes) do
     if node.kind then
       self.names[i] = self:leaf(i, node)
-      self.batched[i] = input_batched[self.names[i]] or false
+      self.batched[i] = self.batched[i] or input_batched[self.names[i]] or false
     else
       local handler = handlers[node.op]
       if not handler then self:fail(node, "'%s' has no ONNX form", node.name) end

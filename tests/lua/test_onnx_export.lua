@@ -1,0 +1,329 @@
+-- test_onnx_export.lua - tensor.graph and onnx.export: the Fashion-MNIST
+-- MLP and CNN (their definitions read from the scripts) and a function using
+-- many IR ops are exported, checked by libonnx (build/onnx_check, Debian's
+-- checker and strict shape inference: a consumer lazylua did not write),
+-- re-imported with onnx.load and compared with the Lua model.
+local h = dofile("helpers.lua")
+local nn = require "nn"
+local onnx = require "onnx"
+local native = require "stdlib.native"
+local optim = require "optim"
+
+local build_dir = arg[-1]:match("^(.*)/[^/]*$") or "."
+local checker = build_dir .. "/onnx_check"
+local tmp = os.tmpname()
+os.remove(tmp)
+local function temp_path(name) return tmp .. "_" .. name .. ".onnx" end
+local this_file = "test_onnx_export.lua"
+
+-- Runs libonnx's checker on a file: passes, or fails with its message.
+local function check_with_libonnx(path)
+  local pipe = io.popen(string.format("%q %q 2>&1", checker, path))
+  local text = pipe:read("a")
+  local ok = pipe:close()
+  if not ok then error("onnx_check failed: " .. text, 2) end
+  assert(text:match("^ok: "), text)
+end
+
+-- Lists of strings (h.eq compares numbers and booleans).
+local function same_strings(got, want)
+  local a, b = table.concat(got, "|"), table.concat(want, "|")
+  if a ~= b or #got ~= #want then error(string.format("got {%s}, expected {%s}", a, b), 2) end
+end
+
+local function decode(path) return native.onnx_decode_model(h.read_bytes(path)) end
+
+-- ---- the re-import's ops ----
+-- The import op library (stdlib/onnx_ops_*.lua) is written in parallel; until
+-- an op is there, this file supplies a plain implementation of it for the
+-- re-import (tensor API only, following the ONNX operator docs), so the
+-- exported graphs' meaning is checked either way. onnx.ops wins when it has
+-- the op.
+local function dims(axes, rank)
+  local list = {}
+  for k, axis in ipairs(axes) do list[k] = (axis < 0 and axis + rank or axis) + 1 end
+  return list
+end
+local function elementwise(method)
+  return function(_, inputs) return inputs[1][method](inputs[1], inputs[2]) end
+end
+local dtype_of_onnx = {[1] = "f32", [6] = "i32", [7] = "i64", [9] = "bool", [11] = "f64"}
+local local_ops = {
+  Identity = function(_, inputs) return inputs[1] end,
+  Add = elementwise("add"), Sub = elementwise("sub"), Mul = elementwise("mul"), Div = elementwise("div"),
+  Pow = elementwise("pow"), Max = elementwise("maximum"), Min = elementwise("minimum"),
+  Equal = elementwise("eq"), Less = elementwise("lt"), Greater = elementwise("gt"),
+  LessOrEqual = elementwise("le"), GreaterOrEqual = elementwise("ge"), And = elementwise("logical_and"),
+  Or = elementwise("logical_or"),
+  Relu = function(_, inputs) return inputs[1]:relu() end,
+  Exp = function(_, inputs) return inputs[1]:exp() end,
+  Log = function(_, inputs) return inputs[1]:log() end,
+  Tanh = function(_, inputs) return inputs[1]:tanh() end,
+  Sigmoid = function(_, inputs) return inputs[1]:sigmoid() end,
+  Neg = function(_, inputs) return inputs[1]:neg() end,
+  Abs = function(_, inputs) return inputs[1]:abs() end,
+  Sqrt = function(_, inputs) return inputs[1]:sqrt() end,
+  Erf = function(_, inputs) return inputs[1]:erf() end,
+  Not = function(_, inputs) return inputs[1]:logical_not() end,
+  Cast = function(_, inputs, attrs) return inputs[1]:to(dtype_of_onnx[attrs.to]) end,
+  MatMul = function(_, inputs) return inputs[1]:matmul(inputs[2]) end,
+  Reshape = function(ctx, inputs)
+    local shape = ctx:host(inputs[2])
+    for d, extent in ipairs(shape) do if extent == 0 then shape[d] = inputs[1]:size(d) end end
+    return inputs[1]:reshape(shape)
+  end,
+  Transpose = function(_, inputs, attrs)
+    local order = {}
+    for k, axis in ipairs(attrs.perm) do order[k] = axis + 1 end
+    return inputs[1]:permute(order)
+  end,
+  Conv = function(_, inputs, attrs)
+    assert((attrs.group or 1) == 1 and attrs.pads[1] == attrs.pads[3] and attrs.pads[2] == attrs.pads[4])
+    local y = tensor.conv2d(inputs[1], inputs[2], {stride = attrs.strides, padding = {attrs.pads[1], attrs.pads[2]}})
+    if inputs[3] then y = y + inputs[3]:reshape(-1, 1, 1) end
+    return y
+  end,
+  MaxPool = function(_, inputs, attrs)
+    return tensor.max_pool2d(inputs[1], attrs.kernel_shape,
+      {stride = attrs.strides, padding = {attrs.pads[1], attrs.pads[2]}})
+  end,
+  Softmax = function(_, inputs, attrs) return inputs[1]:softmax(dims({attrs.axis}, inputs[1]:dim())[1]) end,
+  LogSoftmax = function(_, inputs, attrs) return inputs[1]:log_softmax(dims({attrs.axis}, inputs[1]:dim())[1]) end,
+  ReduceSum = function(ctx, inputs, attrs)
+    local d = dims(ctx:host(inputs[2]), inputs[1]:dim())[1]
+    return inputs[1]:sum(d, attrs.keepdims ~= 0)
+  end,
+  ReduceMax = function(_, inputs, attrs)
+    if not attrs.axes then return inputs[1]:max() end
+    return (inputs[1]:max(dims(attrs.axes, inputs[1]:dim())[1], attrs.keepdims ~= 0))
+  end,
+  ReduceMean = function(_, inputs, attrs)
+    return inputs[1]:mean(dims(attrs.axes, inputs[1]:dim())[1], attrs.keepdims ~= 0)
+  end,
+  ArgMax = function(_, inputs, attrs)
+    return inputs[1]:argmax(dims({attrs.axis}, inputs[1]:dim())[1], attrs.keepdims ~= 0) - 1
+  end,
+  Where = function(_, inputs) return tensor.where(inputs[1], inputs[2], inputs[3]) end,
+  Clip = function(_, inputs)
+    local low = inputs[2] and inputs[2]:item() or nil
+    local high = inputs[3] and inputs[3]:item() or nil
+    return inputs[1]:clamp(low, high)
+  end,
+  Concat = function(_, inputs, attrs)
+    return tensor.cat({table.unpack(inputs, 1, inputs.n)}, dims({attrs.axis}, inputs[1]:dim())[1])
+  end,
+  Gather = function(_, inputs, attrs)
+    local d = dims({attrs.axis}, inputs[1]:dim())[1]
+    local index = inputs[2] + 1
+    if index:dim() == 0 then return inputs[1]:select(d, index:item()) end
+    return inputs[1]:index_select(d, index)
+  end,
+  GatherElements = function(_, inputs, attrs)
+    return inputs[1]:gather(dims({attrs.axis}, inputs[1]:dim())[1], inputs[2] + 1)
+  end,
+  Slice = function(ctx, inputs)
+    local start, stop, axis = ctx:host(inputs[2])[1], ctx:host(inputs[3])[1], ctx:host(inputs[4])[1]
+    return inputs[1]:narrow(axis + 1, start + 1, stop - start)
+  end,
+  Expand = function(ctx, inputs)
+    local shape = ctx:host(inputs[2])
+    for d, extent in ipairs(shape) do if extent == 1 then shape[d] = -1 end end
+    return inputs[1]:expand(shape)
+  end,
+  CumSum = function(ctx, inputs) return inputs[1]:cumsum(ctx:host(inputs[2])[1] + 1) end,
+}
+local supplied = {}
+for op_type, fn in pairs(local_ops) do
+  if onnx.ops[op_type] == nil then
+    onnx.ops[op_type] = fn
+    supplied[#supplied + 1] = op_type
+  end
+end
+
+-- The model function of a Fashion-MNIST script (its spec's `model`), read
+-- without running the training: the script's dofile of fashion_common.lua
+-- gets a stand-in whose run keeps the spec.
+local function script_model(script)
+  local spec
+  local env = setmetatable({
+    arg = {[0] = "../../scripts/" .. script},
+    dofile = function() return {run = function(s) spec = s end} end,
+  }, {__index = _G})
+  local chunk = assert(loadfile("../../scripts/" .. script, "t", env))
+  chunk()
+  return spec
+end
+
+h.test("tensor.graph lists ops, leaves, attrs and lines", function()
+  local was_eager = tensor.is_eager()
+  tensor.set_eager(false)  -- eager mode records nothing: a result is one data leaf
+  local x = tensor.new({{1.5, -2}, {3, 4}})
+  local y = (x * 2.5):sum(2) + 1  -- line of the ops
+  local op_line = debug.getinfo(1, "l").currentline - 1
+  local g = tensor.graph(y)
+  h.eq(#g.outputs, 1)
+  local by_name = {}
+  for _, n in ipairs(g.nodes) do by_name[n.name] = n end
+  local param, mul, sum, add = by_name.parameter, by_name.mul, by_name.sum, by_name.add
+  h.eq(param.kind, "parameter")
+  h.eq(param.data:tolist(), {{1.5, -2}, {3, 4}})
+  h.eq(by_name.scalar.value, 2.5)
+  h.eq(by_name.constant.value, 1)
+  h.eq(mul.op, "binary")
+  h.eq(mul.compute_dtype, "f32")
+  h.eq(g.nodes[mul.inputs[1]].name, "parameter")
+  h.eq(sum.op, "reduce")
+  h.eq(sum.attrs, {1, 0})  -- dim 1 (0-based), no keepdim
+  h.eq(sum.shape, {2})
+  h.eq(add.dtype, "f32")
+  h.eq(g.nodes[g.outputs[1]].name, "add")
+  assert(add.location:sub(-#this_file - #tostring(op_line) - 1) == this_file .. ":" .. op_line, add.location)
+  h.eq(add.line, op_line)
+  -- a data tensor is one leaf; views of one buffer share its storage
+  local leaf = tensor.graph(x).nodes[1]
+  local row = tensor.graph(x:select(1, 2)).nodes
+  h.eq(#tensor.graph(x).nodes, 1)
+  h.eq(leaf.kind, "parameter")
+  h.eq(row[#row].storage, leaf.storage)
+  h.eq(row[#row].offset, 2)
+  h.eq(row[#row].shape, {2})
+  tensor.set_eager(was_eager)
+  local computed = tensor.graph(x * 2).nodes
+  h.eq(#computed, was_eager and 1 or 3)
+  h.err(function() tensor.graph() end, "graph", "at least one tensor")
+  h.err(function() tensor.graph(5) end, "graph")
+  h.still_works()
+end)
+
+h.test("the Fashion-MNIST MLP exports, passes libonnx and re-imports", function()
+  tensor.manual_seed(3)
+  local spec = script_model("fashion_mnist.lua")
+  local model = spec.model(nn)
+  -- one training step, so the file holds updated parameters
+  local opt = optim.SGD(model:parameters(), {lr = 0.1})
+  local xb, yb = tensor.rand(8, 784), tensor.randint(1, 11, 8)
+  nn.CrossEntropyLoss()(model(xb), yb):backward()
+  opt:step()
+  tensor.mark_step()
+  local x = tensor.rand(4, 784)
+  local path = temp_path("mlp")
+  onnx.export(model, x, path)
+  check_with_libonnx(path)
+  local m = decode(path)
+  h.eq(m.opset[""], 17)
+  local names = {}
+  for _, init in ipairs(m.graph.initializers) do names[#names + 1] = init.name end
+  same_strings(names, {"1.weight", "1.bias", "3.weight", "3.bias", "5.weight", "5.bias"})
+  h.eq(m.graph.inputs[1].name, "input")
+  h.eq(m.graph.inputs[1].shape, {4, 784})
+  h.eq(m.graph.outputs[1].name, "output")
+  h.eq(m.graph.outputs[1].shape, {4, 10})
+  h.eq(m.graph.outputs[1].elem_type, "f32")
+  local ops = {}
+  for _, node in ipairs(m.graph.nodes) do
+    ops[#ops + 1] = node.op_type
+    assert(node.doc_string:match("test_onnx_export%.lua:%d+$"), node.doc_string)
+  end
+  same_strings(ops, {"Transpose", "MatMul", "Add", "Relu", "Transpose", "MatMul", "Add", "Relu", "Transpose",
+    "MatMul", "Add", "Identity"})
+  local imported = onnx.load(path)
+  local want = tensor.no_grad(function() return model(x) end)
+  h.near(imported(x), want:tolist(), {rel = 1e-5, abs = 1e-5})
+  -- the initializers hold the trained values
+  h.near(m.graph.initializers[1].tensor, model:parameters()[1]:tolist(), h.EXACT)
+  os.remove(path)
+end)
+
+h.test("the Fashion-MNIST CNN exports with a dynamic batch", function()
+  tensor.manual_seed(4)
+  local model = script_model("fashion_cnn.lua").model(nn)
+  local x = tensor.rand(3, 1, 28, 28)
+  local path = temp_path("cnn")
+  onnx.export(model, {x}, path, {dynamic_batch = true})
+  check_with_libonnx(path)
+  local m = decode(path)
+  h.eq(m.graph.inputs[1].shape[1], "batch")
+  h.eq({table.unpack(m.graph.inputs[1].shape, 2)}, {1, 28, 28})
+  h.eq(m.graph.outputs[1].shape[1], "batch")
+  h.eq(m.graph.outputs[1].shape[2], 10)
+  local conv
+  for _, node in ipairs(m.graph.nodes) do if node.op_type == "Conv" then conv = conv or node end end
+  h.eq(conv.attributes.pads, {1, 1, 1, 1})
+  h.eq(conv.attributes.kernel_shape, {3, 3})
+  h.eq(conv.inputs[2], "1.weight")
+  local imported = onnx.load(path)
+  for _, batch in ipairs({3, 5}) do
+    local xb = tensor.rand(batch, 1, 28, 28)
+    local want = tensor.no_grad(function() return model(xb) end)
+    h.near(imported(xb), want:tolist(), {rel = 1e-5, abs = 1e-5})
+  end
+  os.remove(path)
+end)
+
+h.test("many IR ops export and re-import with the same values", function()
+  local w = tensor.new({{0.5, -1.0, 2.0}, {1.5, 0.25, -0.75}})
+  local index = tensor.new({3, 1})
+  local function f(x, y)
+    local s = x:softmax(2) + x:log_softmax(1):exp() * 0.5
+    local r = x:sum(2, true) + x:mean(2, true) - x:max(2, true)
+    local c = tensor.cat({x:narrow(2, 2, 2), x:select(2, 1):unsqueeze(2)}, 2)
+    local g = x:gather(2, index:view(2, 1)) + x:index_select(2, index):sum(2, true)
+    local k = tensor.where(x:gt(0), x, y:expand(2, 3)):clamp(-1.5, 1.75)
+    local m = x:matmul(w:t()):tanh():sigmoid() + x:abs():sqrt():cumsum(2):sum(2, true)
+    local a = x:argmax(2):to("f32"):unsqueeze(2) + (x:le(0.5)):to("f32")
+    local p = (x:neg():exp() + 2):pow(2):log()
+    return s + r + c + g + k + a + p + (x / 3 - 1) * 2, m
+  end
+  local x = tensor.new({{0.3, -1.2, 2.5}, {1.1, 0.4, -0.7}})
+  local y = tensor.new({{-0.25, 0.5, 0.75}})
+  local path = temp_path("ops")
+  onnx.export(f, {x, y}, path)
+  check_with_libonnx(path)
+  local m = decode(path)
+  h.eq(#m.graph.inputs, 2)
+  h.eq(m.graph.inputs[2].name, "input_1")
+  h.eq(m.graph.outputs[2].name, "output_1")
+  local seen = {}
+  for _, node in ipairs(m.graph.nodes) do seen[node.op_type] = true end
+  for _, op_type in ipairs({"Softmax", "LogSoftmax", "ReduceSum", "ReduceMean", "ReduceMax", "Concat",
+      "Slice", "Gather", "GatherElements", "Where", "Expand", "Clip", "MatMul", "CumSum", "ArgMax",
+      "LessOrEqual", "Greater", "Pow", "Cast"}) do
+    assert(seen[op_type], op_type .. " missing from the export")
+  end
+  local imported = onnx.load(path)
+  local got1, got2 = imported(x, y)
+  local want1, want2 = f(x, y)
+  h.near(got1, want1:tolist(), {rel = 1e-5, abs = 1e-5})
+  h.near(got2, want2:tolist(), {rel = 1e-5, abs = 1e-5})
+  os.remove(path)
+end)
+
+h.test("an op with no ONNX form is an error naming it and its line", function()
+  local path = temp_path("bad")
+  local function f(x) return x:atan2(x + 1) end
+  local line = debug.getinfo(f, "S").linedefined
+  h.err(function() onnx.export(f, {tensor.rand(2, 2)}, path) end, "onnx.export", "atan2",
+    this_file .. ":" .. line)
+  h.err(function() onnx.export(function(x) return x:argsort(1) end, {tensor.rand(3)}, path) end,
+    "'argsort' has no ONNX form")
+  h.err(function() onnx.export(42, {tensor.rand(3)}, path) end, "expected a function or an nn module")
+  h.err(function() onnx.export(function(x) return x end, {}, path) end, "example_inputs")
+  h.err(function() onnx.export(function(x) return x end, {tensor.rand(3)}, path, {batch = 1}) end,
+    "unknown option 'batch'")
+  h.err(function() onnx.export(function(x) return 3 end, {tensor.rand(3)}, path) end, "not a tensor")
+  h.err(function() onnx.export(function(x) return x end, {tensor.rand(3)}, "/nonexistent/dir/m.onnx") end,
+    "cannot write")
+  -- dynamic_batch refuses an op that would fix the batch extent
+  h.err(function()
+    onnx.export(function(x) return x:reshape(-1) end, {tensor.rand(2, 3)}, path, {dynamic_batch = true})
+  end, "dynamic_batch", "reshape")
+  assert(not tensor.is_eager() == (os.getenv("LAZYLUA_EAGER") ~= "1"), "eager mode restored")
+  os.remove(path)
+  h.still_works()
+end)
+
+if #supplied > 0 then
+  table.sort(supplied)
+  io.write("re-import used this file's ops for: ", table.concat(supplied, " "), "\n")
+end
+h.done("test_onnx_export")
