@@ -327,7 +327,7 @@ end
 -- Ops whose output's dim 1 is its first input's dim 1 when that one is the
 -- batch (the value's extent there is checked too).
 local keeps_batch = {unary = true, binary = true, where = true, cast = true, clamp = true,
-  matmul = true, conv2d = true, max_pool2d = true, gather = false, index_select = true}
+  matmul = true, conv2d = true, max_pool2d = true}
 
 -- Whether node i's dim 1 is the dynamic batch dim; nil when not. An op that
 -- would bake the batch extent into the model is an error.
@@ -350,7 +350,7 @@ function Exporter:mark_batch(i, node)
     end
     if input_batched and same_leading then return true end
   elseif op == "reduce" or op == "arg_reduce" or op == "softmax" or op == "cumsum" or op == "slice"
-      or op == "select" or op == "cat" or op == "permute" then
+      or op == "select" or op == "cat" or op == "permute" or op == "index_select" then
     local dim = attrs[1]
     if op == "permute" then
       if attrs[1] == 0 then return input_batched end
@@ -522,6 +522,11 @@ function M.export(fn_or_module, example_inputs, path, opts)
     if dynamic then
       if x:dim() == 0 then export_error("dynamic_batch: example input %d has no dims", k) end
       self.batch = self.batch or x:size(1)
+      if self.batch < 2 then
+        -- the batch dim is told apart from others by its extent
+        export_error("dynamic_batch: example inputs need a batch of 2 or more (dim 1 of input %d is %d)",
+          k, x:size(1))
+      end
       if x:size(1) ~= self.batch then
         export_error("dynamic_batch: example input %d has %d in dim 1, input 1 has %d", k, x:size(1), self.batch)
       end
