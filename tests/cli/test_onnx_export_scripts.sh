@@ -3,7 +3,8 @@
 # test_training_scripts.sh: the file is written, passes libonnx's checker and
 # strict shape inference (build/onnx_check) and, re-imported
 # (fixtures/check_onnx_export.lua), computes what the run's checkpoint
-# computes. A bad --export path is a clear error.
+# computes, and so does PyTorch running the file (fixtures/onnx_torch_run.py).
+# A bad --export path is a clear error.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -30,9 +31,12 @@ for pair in mnist:mlp cnn:cnn; do
   check "$script: exported line" has_line "^exported $out/model.onnx$" "$out/run.stdout"
   check "$script: libonnx accepts the file" "$CHECKER" "$out/model.onnx"
   run_program lazylua "$LAZYLUA" "$out/check" /dev/null "$HERE/fixtures/check_onnx_export.lua" \
-    "$out/fashion_$script.ckpt" "$out/model.onnx" "$model" "$DATA"
+    "$out/fashion_$script.ckpt" "$out/model.onnx" "$model" "$DATA" "$out"
   check "$script: the re-imported model computes the checkpoint's outputs" \
     has_line '^onnx export ok$' "$out/check.stdout" || sed 's/^/  stderr: /' "$out/check.stderr"
+  # A consumer sharing no code with lazylua: its own protobuf reader, PyTorch's ops.
+  check "$script: PyTorch runs the file to the Lua model's outputs" \
+    /usr/bin/python3 "$HERE/fixtures/onnx_torch_run.py" "$out/model.onnx" "$out/input.npy" "$out/expected.npy"
 done
 
 run_program lazylua "$LAZYLUA" "$WORK/bad" /dev/null "$SCRIPTS/fashion_mnist.lua" "$DATA" \
