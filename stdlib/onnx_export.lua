@@ -144,8 +144,12 @@ function Exporter:binary(i, node)
   local a, b = self:input(i, 1, compute), self:input(i, 2, compute)
   if binary_direct[op] then return self:emit(node, binary_direct[op], {a, b}) end
   if op == "ne" then return self:emit(node, "Not", {self:emit(node, "Equal", {a, b})}) end
-  if op == "floordiv" and float_dtypes[compute] then
-    return self:emit(node, "Floor", {self:emit(node, "Div", {a, b})})
+  if op == "floordiv" then
+    if float_dtypes[compute] then return self:emit(node, "Floor", {self:emit(node, "Div", {a, b})}) end
+    -- integers: (a - a mod b) / b divides exactly, so truncating and
+    -- flooring division agree (ONNX's integer Div does not say which it is)
+    local rest = self:emit(node, "Mod", {a, b}, {fmod = 0})
+    return self:emit(node, "Div", {self:emit(node, "Sub", {a, rest}), b})
   end
   if op == "mod" then
     if not float_dtypes[compute] then return self:emit(node, "Mod", {a, b}, {fmod = 0}) end
@@ -557,19 +561,12 @@ function M.export(fn_or_module, example_inputs, path, opts)
 
   -- Graph outputs: an Identity renames each (a value may be output twice,
   -- or be an input or initializer itself).
-  local value_info_by_name = {}
-  for _, info in ipairs(self.graph.value_info) do value_info_by_name[info.name] = info end
   for k, position in ipairs(traced.outputs) do
     local node = self.nodes[position]
     local name = k == 1 and "output" or ("output_" .. (k - 1))
     self:emit(node, "Identity", {self.names[position]}, nil, name)
     self.graph.outputs[k] = value_info(name, node.dtype, node.shape, self.batched[position])
   end
-  -- value_info is for intermediate values only
-  local kept = {}
-  for _, info in ipairs(self.graph.value_info) do kept[#kept + 1] = info end
-  self.graph.value_info = kept
-
   local model = {
     ir_version = 8, producer_name = "lazylua", producer_version = "", domain = "",
     model_version = 0, doc_string = opts.doc_string or "", opset = {[""] = OPSET}, graph = self.graph,

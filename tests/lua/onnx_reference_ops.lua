@@ -17,7 +17,37 @@ end
 local dtype_of_onnx = {[1] = "f32", [6] = "i32", [7] = "i64", [9] = "bool", [11] = "f64"}
 local local_ops = {
   Identity = function(_, inputs) return inputs[1] end,
-  Add = elementwise("add"), Sub = elementwise("sub"), Mul = elementwise("mul"), Div = elementwise("div"),
+  Add = elementwise("add"), Sub = elementwise("sub"), Mul = elementwise("mul"),
+  Div = function(_, inputs)  -- integers: C's truncating division
+    local a, b = inputs[1], inputs[2]
+    if a:dtype():match("^i") then
+      local q = a:abs() // b:abs()
+      return tensor.where((a:lt(0)):logical_xor(b:lt(0)), -q, q)
+    end
+    return a / b
+  end,
+  Mod = function(_, inputs, attrs)
+    assert((attrs.fmod or 0) == 0, "fmod = 1 not implemented here")
+    return inputs[1] % inputs[2]  -- the sign of the divisor, as numpy.mod
+  end,
+  Floor = function(_, inputs) return inputs[1]:floor() end,
+  Reciprocal = function(_, inputs) return inputs[1]:reciprocal() end,
+  IsNaN = function(_, inputs) return inputs[1]:isnan() end,
+  IsInf = function(_, inputs) return inputs[1]:isinf() end,
+  ReduceMin = function(_, inputs, attrs)
+    if not attrs.axes then return inputs[1]:min() end
+    return (inputs[1]:min(dims(attrs.axes, inputs[1]:dim())[1], attrs.keepdims ~= 0))
+  end,
+  ReduceProd = function(_, inputs, attrs)
+    return inputs[1]:prod(dims(attrs.axes, inputs[1]:dim())[1], attrs.keepdims ~= 0)
+  end,
+  ArgMin = function(_, inputs, attrs)
+    return inputs[1]:argmin(dims({attrs.axis}, inputs[1]:dim())[1], attrs.keepdims ~= 0) - 1
+  end,
+  ScatterElements = function(_, inputs, attrs)
+    assert(attrs.reduction == "add")
+    return inputs[1]:scatter_add(dims({attrs.axis}, inputs[1]:dim())[1], inputs[2] + 1, inputs[3])
+  end,
   Pow = elementwise("pow"), Max = elementwise("maximum"), Min = elementwise("minimum"),
   Equal = elementwise("eq"), Less = elementwise("lt"), Greater = elementwise("gt"),
   LessOrEqual = elementwise("le"), GreaterOrEqual = elementwise("ge"), And = elementwise("logical_and"),
@@ -57,6 +87,10 @@ local local_ops = {
   Softmax = function(_, inputs, attrs) return inputs[1]:softmax(dims({attrs.axis}, inputs[1]:dim())[1]) end,
   LogSoftmax = function(_, inputs, attrs) return inputs[1]:log_softmax(dims({attrs.axis}, inputs[1]:dim())[1]) end,
   ReduceSum = function(ctx, inputs, attrs)
+    if not inputs[2] then
+      assert(attrs.keepdims == 0)
+      return inputs[1]:sum()
+    end
     local d = dims(ctx:host(inputs[2]), inputs[1]:dim())[1]
     return inputs[1]:sum(d, attrs.keepdims ~= 0)
   end,

@@ -196,6 +196,51 @@ h.test("many IR ops export and re-import with the same values", function()
   os.remove(path)
 end)
 
+-- Exports f, checks the file with libonnx, re-imports it and compares every
+-- output (dtype and values) with f's.
+local function round_trip(name, f, inputs)
+  local path = temp_path(name)
+  onnx.export(f, inputs, path)
+  check_with_libonnx(path)
+  local imported = onnx.load(path)
+  local got, want = table.pack(imported(table.unpack(inputs))), table.pack(f(table.unpack(inputs)))
+  h.eq(got.n, want.n)
+  for k = 1, want.n do
+    h.check(got[k], want[k]:dtype(), want[k]:tolist(), {rel = 1e-5, abs = 1e-5}, want[k]:size())
+  end
+  os.remove(path)
+end
+
+h.test("integer, boolean, composed and shape ops round-trip", function()
+  local x = tensor.new({{0.3, -1.2, 2.5}, {1.1, 0.4, -0.7}})
+  local xi = tensor.new({{3, -7, 5}, {10, 4, -2}})
+  round_trip("ints", function(a)
+    return a * 3 + 1, a % 4, a // 3, (-a) // 4, a:abs(), a:relu(), a:max(2), a:sum()
+  end, {xi})
+  round_trip("mixed", function(a, b) return a + b, a / b, a:gt(b), a:to("f32") * 0.5 end, {xi, x})
+  round_trip("bools", function(a)
+    local m = a:gt(0)
+    return m:logical_and(a:lt(1)), m:any(2), m:all(), m:logical_not(), tensor.where(m, a, 0.5)
+  end, {x})
+  round_trip("composed", function(a)
+    return a:gelu(), a:square(), a:rsqrt():isnan(), a:expm1(), a:log1p():isfinite(), a:log2():isinf(),
+      a:exp2(), a:erfc(), a % 0.7, a // 0.4
+  end, {x})
+  round_trip("shape", function(a)
+    return a:t():reshape(3, 2, 1):expand(3, 2, 4):permute(3, 1, 2), a:flip(2), a:select(1, 2),
+      tensor.stack({a, a}, 1)
+  end, {x})
+  round_trip("identity", function(a) return a, a:cumsum(1) end, {x})
+  round_trip("scatter", function(a)
+    return a:scatter_add(2, tensor.new({{1, 3}, {2, 1}}), a:narrow(2, 1, 2))
+  end, {x})
+  round_trip("reductions", function(a)
+    local b = a:reshape(1, 2, 3)
+    return b:softmax(3), b:log_softmax(2), b:mean(3), b:prod(2), b:min(3), b:argmin(2, true), b:argmax()
+  end, {x})
+  round_trip("f64", function(a) local d = a:double(); return d * 2 + 1, d:exp() end, {x})
+end)
+
 h.test("an op with no ONNX form is an error naming it and its line", function()
   local path = temp_path("bad")
   local function f(x) return x:atan2(x + 1) end
