@@ -65,6 +65,9 @@ void push_node(lua_State* L, const Graph& graph, int position) {
   set_string(L, "chunk", node.location.chunk);
   set_integer(L, "line", node.location.line);
   set_string(L, "location", location_string(node.location).c_str());
+  // The node's identity: equal in two graphs that share the node (a
+  // tensor's pending value and a later graph that reads it).
+  set_integer(L, "id", static_cast<int64_t>(reinterpret_cast<intptr_t>(&node)));
   const int first = graph.input_offsets[static_cast<size_t>(position)];
   const int last = graph.input_offsets[static_cast<size_t>(position) + 1];
   lua_createtable(L, last - first, 0);

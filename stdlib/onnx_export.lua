@@ -391,16 +391,14 @@ function Exporter:leaf(i, node)
   end
   if kind == "placeholder" then self:fail(node, "a scan body's input has no ONNX form") end
   local key = leaf_key(node)
-  if self.input_keys[key] then return self.input_keys[key] end
   local param = self.param_keys[key]
   if param then return self:use_parameter(param) end
   -- Lazy mode reads a contiguous block of a data tensor (a reshape, the
-  -- rows a narrow or select keeps) as a leaf of its own: for an input or a
-  -- parameter, that block is computed from it in the model.
-  local base = self.input_storage[node.storage] or self.param_storage[node.storage]
+  -- rows a narrow or select keeps) as a leaf of its own: for a parameter,
+  -- that block is computed from it in the model.
+  local base = self.param_storage[node.storage]
   if base and node.contiguous and base.leaf.contiguous then
-    local base_name = base.input_name or self:use_parameter(base)
-    return self:block_of(i, node, base_name, base)
+    return self:block_of(node, self:use_parameter(base), base)
   end
   self.data_count = self.data_count + 1
   local name = self.data_count == 1 and "data" or ("data_" .. (self.data_count - 1))
@@ -415,28 +413,16 @@ function Exporter:use_parameter(param)
   return param.name
 end
 
--- Leaf i, a contiguous block of the contiguous tensor `base` (named
--- base_name): a Reshape when it is all of it, else the elements sliced out
+-- A leaf that is a contiguous block of the contiguous parameter `base`
+-- (named base_name): a Reshape when it is all of it, else the elements sliced out
 -- of the flattened base.
-function Exporter:block_of(i, node, base_name, base)
+function Exporter:block_of(node, base_name, base)
   local numel, base_numel = 1, 1
   for _, extent in ipairs(node.shape) do numel = numel * extent end
   for _, extent in ipairs(base.leaf.shape) do base_numel = base_numel * extent end
   local start = node.offset - base.leaf.offset
   if start == 0 and numel == base_numel then
-    if base.input_name and self.dynamic then
-      if node.shape[1] ~= self.batch or #node.shape == 0 then
-        self:fail(node, "dynamic_batch: a reshape of %s mixes the batch dim (dim 1, extent %d) into others; " ..
-          "export with a static batch", base.input_name, self.batch)
-      end
-      self.batched[i] = true
-      return self:emit(node, "Reshape", {base_name, self:target_shape(i, node, 0)})
-    end
     return self:emit(node, "Reshape", {base_name, self:constant("shape", node.shape)})
-  end
-  if base.input_name and self.dynamic then
-    self:fail(node, "dynamic_batch: a part of %s (a narrow or select of its elements) fixes the batch " ..
-      "extent; export with a static batch", base.input_name)
   end
   local flat = self:emit(node, "Reshape", {base_name, self:constant("shape", {-1})})
   local part = self:emit(node, "Slice", {flat, self:constant("starts", {start}),
@@ -451,10 +437,40 @@ local function value_info(name, dtype, shape, batched)
   return {name = name, elem_type = dtype, shape = dims}
 end
 
+-- Gives node i its ONNX value: an input's name, a leaf's initializer, or
+-- the output of the ONNX nodes its op maps to.
+function Exporter:translate(i, node)
+  if self.input_of_id[node.id] then
+    self.names[i] = self.input_of_id[node.id]
+    self.batched[i] = self.dynamic
+  elseif node.kind then
+    self.names[i] = self:leaf(i, node)
+    self.batched[i] = false
+  else
+    local handler = handlers[node.op]
+    if not handler then self:fail(node, "'%s' has no ONNX form", node.name) end
+    if self.dynamic then self.batched[i] = self:mark_batch(i, node) end
+    self.names[i] = handler(self, i, node)
+    local info = self.graph.value_info
+    info[#info + 1] = value_info(self.names[i], node.dtype, node.shape, self.batched[i])
+  end
+end
+
 -- ---- the entry point ----
 
 local function is_module(value)
   return type(value) == "table" and type(value.forward) == "function"
+end
+
+-- Each module of the tree and its training flag, to put back after the
+-- trace (a child may be in another mode than its parent).
+local function training_flags(module, list)
+  list = list or {}
+  list[#list + 1] = {module, module.training}
+  if type(module.children) == "function" then
+    for _, child in ipairs(module:children()) do training_flags(child, list) end
+  end
+  return list
 end
 
 function M.export(fn_or_module, example_inputs, path, opts)
@@ -490,39 +506,52 @@ function M.export(fn_or_module, example_inputs, path, opts)
 
   -- The trace: lazy mode, no gradients, a module in evaluation mode.
   local was_eager = tensor.is_eager()
-  local was_training = is_module(fn_or_module) and fn_or_module.training
+  local flags = is_module(fn_or_module) and training_flags(fn_or_module) or {}
   if is_module(fn_or_module) and fn_or_module.eval then fn_or_module:eval() end
   tensor.set_eager(false)
+  -- The call gets lazy copies of the inputs: the graph input is the copy's
+  -- node, which every op and view on the input reads (a view of a data
+  -- tensor would be a leaf of its own, read from its base's memory).
+  local inputs, input_ids = {}, {}
   -- The graph is read before eager mode comes back (switching to it syncs).
   local ok, traced = pcall(function()
-    local results = table.pack(tensor.no_grad(function() return callable(table.unpack(example_inputs)) end))
+    for k, x in ipairs(example_inputs) do
+      inputs[k] = tensor.no_grad(function() return x:clone() end)
+      local copy = tensor.graph(inputs[k])
+      local id = copy.nodes[copy.outputs[1]].id
+      for j = 1, k - 1 do
+        if input_ids[j] == id then export_error("example inputs %d and %d are the same tensor", j, k) end
+      end
+      input_ids[k] = id
+    end
+    local results = table.pack(tensor.no_grad(function() return callable(table.unpack(inputs)) end))
     if results.n == 1 and type(results[1]) == "table" and not tensor.is_tensor(results[1]) then
       results = results[1]
     end
     local outputs = {}
     for k, y in ipairs(results) do
-      if not tensor.is_tensor(y) then export_error("output %d of the traced call is a %s, not a tensor", k, type(y)) end
+      if not tensor.is_tensor(y) then
+        export_error("output %d of the traced call is a %s, not a tensor", k, type(y))
+      end
       outputs[k] = y
     end
     if #outputs == 0 then export_error("the traced call returned no tensor") end
     return tensor.graph(outputs)
   end)
   tensor.set_eager(was_eager)
-  if was_training then fn_or_module:train(true) end
+  for _, entry in ipairs(flags) do rawset(entry[1], "training", entry[2]) end
   if not ok then error(traced, 0) end
   local self = setmetatable({
     nodes = traced.nodes, names = {}, batched = {}, counter = 0, data_count = 0,
-    input_keys = {}, input_storage = {}, dynamic = opts.dynamic_batch == true, param_keys = {}, param_storage = {}, param_used = {},
+    input_of_id = {}, dynamic = opts.dynamic_batch == true,
+    param_keys = {}, param_storage = {}, param_used = {},
     graph = {name = opts.graph_name or "main_graph", doc_string = "", nodes = {}, initializers = {},
       inputs = {}, outputs = {}, value_info = {}},
   }, Exporter)
   local dynamic = opts.dynamic_batch == true
-  local input_batched = {}
   for k, x in ipairs(example_inputs) do
-    local leaf = data_leaf(x)
     local name = k == 1 and "input" or ("input_" .. (k - 1))
-    self.input_keys[leaf_key(leaf)] = name
-    self.input_storage[leaf.storage] = self.input_storage[leaf.storage] or {input_name = name, leaf = leaf}
+    self.input_of_id[input_ids[k]] = name
     if dynamic then
       if x:dim() == 0 then export_error("dynamic_batch: example input %d has no dims", k) end
       self.batch = self.batch or x:size(1)
@@ -532,9 +561,9 @@ function M.export(fn_or_module, example_inputs, path, opts)
           k, x:size(1))
       end
       if x:size(1) ~= self.batch then
-        export_error("dynamic_batch: example input %d has %d in dim 1, input 1 has %d", k, x:size(1), self.batch)
+        export_error("dynamic_batch: example input %d has %d in dim 1, input 1 has %d", k, x:size(1),
+          self.batch)
       end
-      input_batched[name] = true
     end
     self.graph.inputs[k] = value_info(name, x:dtype(), x:size(), dynamic)
   end
@@ -545,18 +574,18 @@ function M.export(fn_or_module, example_inputs, path, opts)
     self.param_storage[leaf.storage] = self.param_storage[leaf.storage] or entry
   end
 
-  for i, node in ipairs(self.nodes) do
-    if node.kind then
-      self.names[i] = self:leaf(i, node)
-      self.batched[i] = self.batched[i] or input_batched[self.names[i]] or false
-    else
-      local handler = handlers[node.op]
-      if not handler then self:fail(node, "'%s' has no ONNX form", node.name) end
-      if dynamic then self.batched[i] = self:mark_batch(i, node) end
-      self.names[i] = handler(self, i, node)
-      local name = self.names[i]
-      self.graph.value_info[#self.graph.value_info + 1] = value_info(name, node.dtype, node.shape, self.batched[i])
+  -- The nodes the outputs need: the walk stops at the inputs' nodes (their
+  -- copies' history is not part of the model).
+  local needed = {}
+  for _, position in ipairs(traced.outputs) do needed[position] = true end
+  for i = #self.nodes, 1, -1 do
+    local node = self.nodes[i]
+    if needed[i] and not self.input_of_id[node.id] then
+      for _, position in ipairs(node.inputs) do needed[position] = true end
     end
+  end
+  for i, node in ipairs(self.nodes) do
+    if needed[i] then self:translate(i, node) end
   end
 
   -- Graph outputs: an Identity renames each (a value may be output twice,

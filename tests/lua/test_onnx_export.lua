@@ -241,6 +241,27 @@ h.test("integer, boolean, composed and shape ops round-trip", function()
   round_trip("f64", function(a) local d = a:double(); return d * 2 + 1, d:exp() end, {x})
 end)
 
+h.test("a module is traced in evaluation mode; inputs may be views", function()
+  tensor.manual_seed(5)
+  local model = nn.Sequential(nn.Linear(4, 6), nn.Dropout(0.5), nn.ReLU(), nn.Sequential(nn.Linear(6, 2)))
+  model:get(4):eval()  -- a child in another mode than its parent keeps it
+  local base = tensor.rand(5, 3, 4)
+  local x = base:select(2, 2)  -- a strided view: the file must not bake base in
+  local path = temp_path("modes")
+  onnx.export(model, {x}, path)
+  h.eq(model.training, true)
+  h.eq(model:get(2).training, true)
+  h.eq(model:get(4).training, false)
+  check_with_libonnx(path)
+  local m = decode(path)
+  h.eq(#m.graph.initializers, 4)  -- the weights and biases; no data tensor
+  local imported = onnx.load(path)
+  model:eval()
+  local y = tensor.rand(5, 4)
+  h.near(imported(y), model(y):tolist(), {rel = 1e-5, abs = 1e-5})
+  os.remove(path)
+end)
+
 h.test("an op with no ONNX form is an error naming it and its line", function()
   local path = temp_path("bad")
   local function f(x) return x:atan2(x + 1) end
@@ -254,6 +275,9 @@ h.test("an op with no ONNX form is an error naming it and its line", function()
   h.err(function() onnx.export(function(x) return x end, {tensor.rand(3)}, path, {batch = 1}) end,
     "unknown option 'batch'")
   h.err(function() onnx.export(function(x) return 3 end, {tensor.rand(3)}, path) end, "not a tensor")
+  local same = tensor.rand(3)
+  h.err(function() onnx.export(function(a, b) return a + b end, {same, same}, path) end,
+    "example inputs 1 and 2 are the same tensor")
   h.err(function() onnx.export(function(x) return x end, {tensor.rand(3)}, "/nonexistent/dir/m.onnx") end,
     "cannot write")
   -- dynamic_batch refuses an op that would fix the batch extent
