@@ -1,6 +1,6 @@
 -- onnx_export.lua - onnx.export: traces one call of a function or module in
 -- lazy mode, reads the recorded IR with tensor.graph, maps each IR node to
--- ONNX nodes (opset 17) and writes the model with native.onnx_encode_model.
+-- ONNX nodes (opset 17, or 13 to 16) and writes the model with native.onnx_encode_model.
 --
 --   onnx.export(model, {x}, "model.onnx", {dynamic_batch = true})
 --
@@ -14,7 +14,9 @@ local tensor = require "tensor"
 
 local M = {}
 
-local OPSET = 17
+-- The opsets of the default domain a file can declare: the ops used
+-- read the same from 13 on (ScatterElements' reduction needs 16).
+local MIN_OPSET, MAX_OPSET = 13, 17
 local onnx_type = {f32 = 1, i32 = 6, i64 = 7, bool = 9, f64 = 11}
 local float_dtypes = {f32 = true, f64 = true}
 
@@ -107,6 +109,9 @@ function Exporter:unary(i, node)
   local x = self:input(i, 1, dtype)
   if (op == "floor" or op == "ceil" or op == "round") and not float_dtypes[dtype] then
     return self:emit(node, "Identity", {x})
+  end
+  if op == "relu" and self.opset < 14 and not float_dtypes[dtype] then  -- integer Relu came in 14
+    return self:emit(node, "Max", {x, self:constant("zero", 0, dtype)})
   end
   if unary_direct[op] then return self:emit(node, unary_direct[op], {x}) end
   local function scalar(value) return self:constant("c", value, dtype) end
@@ -311,6 +316,7 @@ function handlers.index_select(self, i, node)
 end
 
 function handlers.scatter_add(self, i, node)
+  if self.opset < 16 then self:fail(node, "scatter_add needs opset 16 or later (ScatterElements' reduction)") end
   return self:emit(node, "ScatterElements", {self:input(i, 1), self:index_input(i, 2),
     self:input(i, 3, node.dtype)}, {axis = node.attrs[1], reduction = "add"})
 end
@@ -477,9 +483,13 @@ function M.export(fn_or_module, example_inputs, path, opts)
   opts = opts or {}
   if type(opts) ~= "table" then export_error("opts must be a table, got %s", type(opts)) end
   for key in pairs(opts) do
-    if key ~= "dynamic_batch" and key ~= "doc_string" and key ~= "graph_name" then
-      export_error("unknown option '%s' (known: dynamic_batch, doc_string, graph_name)", tostring(key))
+    if key ~= "dynamic_batch" and key ~= "doc_string" and key ~= "graph_name" and key ~= "opset" then
+      export_error("unknown option '%s' (known: dynamic_batch, opset, doc_string, graph_name)", tostring(key))
     end
+  end
+  local opset = opts.opset or MAX_OPSET
+  if math.type(opset) ~= "integer" or opset < MIN_OPSET or opset > MAX_OPSET then
+    export_error("opts.opset must be an integer from %d to %d, got %s", MIN_OPSET, MAX_OPSET, tostring(opset))
   end
   local callable
   if is_module(fn_or_module) then
@@ -543,7 +553,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
   if not ok then error(traced, 0) end
   local self = setmetatable({
     nodes = traced.nodes, names = {}, batched = {}, counter = 0, data_count = 0,
-    input_of_id = {}, dynamic = opts.dynamic_batch == true,
+    input_of_id = {}, dynamic = opts.dynamic_batch == true, opset = opset,
     param_keys = {}, param_storage = {}, param_used = {},
     graph = {name = opts.graph_name or "main_graph", doc_string = "", nodes = {}, initializers = {},
       inputs = {}, outputs = {}, value_info = {}},
@@ -598,7 +608,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
   end
   local model = {
     ir_version = 8, producer_name = "lazylua", producer_version = "", domain = "",
-    model_version = 0, doc_string = opts.doc_string or "", opset = {[""] = OPSET}, graph = self.graph,
+    model_version = 0, doc_string = opts.doc_string or "", opset = {[""] = opset}, graph = self.graph,
   }
   local bytes = native.onnx_encode_model(model)
   local file, message = io.open(path, "wb")

@@ -239,6 +239,17 @@ h.test("integer, boolean, composed and shape ops round-trip", function()
     return b:softmax(3), b:log_softmax(2), b:mean(3), b:prod(2), b:min(3), b:argmin(2, true), b:argmax()
   end, {x})
   round_trip("f64", function(a) local d = a:double(); return d * 2 + 1, d:exp() end, {x})
+  -- opset 13: the same mapping, checked against opset 13's schemas
+  local cnn = script_model("fashion_cnn.lua").model(nn)
+  local path = temp_path("opset13")
+  local written = onnx.export(cnn, {tensor.rand(2, 1, 28, 28)}, path, {opset = 13})
+  h.eq(written.opset[""], 13)
+  check_with_libonnx(path)
+  h.eq(decode(path).opset[""], 13)
+  onnx.export(function(a) return a:relu() end, {tensor.new({-3, 4})}, path, {opset = 13})
+  check_with_libonnx(path)  -- integer Relu is opset 14's: Max(x, 0) before
+  h.eq(onnx.load(path)(tensor.new({-3, 4})):tolist(), {0, 4})
+  os.remove(path)
 end)
 
 h.test("a module is traced in evaluation mode; inputs may be views", function()
@@ -275,6 +286,11 @@ h.test("an op with no ONNX form is an error naming it and its line", function()
   h.err(function() onnx.export(function(x) return x end, {tensor.rand(3)}, path, {batch = 1}) end,
     "unknown option 'batch'")
   h.err(function() onnx.export(function(x) return 3 end, {tensor.rand(3)}, path) end, "not a tensor")
+  h.err(function() onnx.export(function(x) return x end, {tensor.rand(3)}, path, {opset = 12}) end,
+    "opts.opset must be an integer from 13 to 17")
+  h.err(function()
+    onnx.export(function(x) return x:scatter_add(1, tensor.new({1, 1}), x) end, {tensor.rand(2)}, path, {opset = 13})
+  end, "scatter_add needs opset 16")
   local same = tensor.rand(3)
   h.err(function() onnx.export(function(a, b) return a + b end, {same, same}, path) end,
     "example inputs 1 and 2 are the same tensor")
