@@ -339,8 +339,9 @@ end
 local keeps_batch = {unary = true, binary = true, where = true, cast = true, clamp = true,
   matmul = true, conv2d = true, max_pool2d = true}
 
--- Whether node i's dim 1 is the dynamic batch dim; nil when not. An op that
--- would bake the batch extent into the model is an error.
+-- Whether node i's dim 1 is the dynamic batch dim (false when no input
+-- has it). An op that would bake the batch extent into the model, or move
+-- the batch dim elsewhere, is an error.
 function Exporter:mark_batch(i, node)
   local any_batched = false
   for _, position in ipairs(node.inputs) do any_batched = any_batched or self.batched[position] end
@@ -351,12 +352,13 @@ function Exporter:mark_batch(i, node)
   local op, attrs = node.op, node.attrs
   if keeps_batch[op] then
     if op == "binary" or op == "where" then
-      -- broadcasting: batched when any operand's dim 1 is the batch and the
-      -- output has the operands' rank
+      -- broadcasting: batched when every batched operand has the output's
+      -- rank (its dim 1 is the output's dim 1)
+      local aligned = true
       for _, position in ipairs(node.inputs) do
-        if self.batched[position] and #self.nodes[position].shape == #node.shape then return true end
+        if self.batched[position] and #self.nodes[position].shape ~= #node.shape then aligned = false end
       end
-      return false
+      if aligned then return true end
     end
     if input_batched and same_leading then return true end
   elseif op == "reduce" or op == "arg_reduce" or op == "softmax" or op == "cumsum" or op == "slice"
