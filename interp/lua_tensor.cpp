@@ -516,6 +516,7 @@ int open_tensor_module(lua_State* L) {
   binding::register_factories(L);
   binding::register_lazy_functions(L);
   binding::register_profile_functions(L);
+  binding::register_graph_functions(L);
   binding::register_autograd_functions(L);
   binding::register_scan_functions(L);
   binding::register_optim_functions(L);

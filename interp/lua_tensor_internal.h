@@ -108,5 +108,7 @@ void push_element(lua_State* L, const Array& a, const int64_t* index);
 // Registers the lazy-mode functions (mark_step, sync, metrics, ir ...).
 void register_lazy_functions(lua_State* L);
 void register_profile_functions(lua_State* L);
+// tensor.graph: the IR as Lua tables (lua_tensor_graph.cpp).
+void register_graph_functions(lua_State* L);
 
 }  // namespace lazylua::binding

@@ -38,7 +38,7 @@ bool is_tensor(const Value& v) {
 // The tensor module's functions that make no tensor (and do not record).
 const std::set<std::string_view> kTensorModuleMeta = {
     "mark_step", "sync", "metrics", "reset_metrics", "manual_seed", "config", "ir", "dot", "code",
-    "save", "load", "no_grad", "is_tensor", "explain", "report", "profile", "pending",
+    "save", "load", "no_grad", "is_tensor", "explain", "report", "profile", "pending", "graph",
     "profile_report",
     // Results that are Lua values or tables of tensors, not one tensor.
     "get_rng_state", "set_rng_state", "save_npy", "save_npz", "load_npz", "allclose", "chunk",

@@ -5,7 +5,7 @@
 --
 --   lazylua scripts/fashion_cnn.lua [DATA_DIR] [--epochs N] [--batch N]
 --           [--lr X] [--out DIR] [--seed N] [--limit N]
---           [--steps N] [--save-state FILE] [--resume FILE]
+--           [--steps N] [--save-state FILE] [--resume FILE] [--export FILE.onnx]
 --
 -- DATA_DIR holds the four IDX files (gzip or not); the default is where
 -- Debian's dataset-fashion-mnist package puts them. --limit N trains on the
@@ -13,6 +13,7 @@
 -- stops after N training steps, --save-state FILE writes the training state
 -- after each epoch and at such a stop, and --resume FILE continues that run
 -- bit for bit (docs/training.md, "Resuming a run").
+-- --export FILE.onnx writes the trained model as ONNX (docs/onnx.md, "Export").
 local here = arg[0]:match("^(.*)/") or "."
 dofile(here .. "/fashion_common.lua").run{
   name = "fashion_cnn",

@@ -37,6 +37,7 @@ local function parse_options(spec)
     steps = 0,        -- stop after this many training steps in all (0: run every epoch)
     save_state = "",  -- write the training state here after each epoch and at a --steps stop
     resume = "",      -- continue the run whose state is in this file
+    export = "",      -- write the trained model here as ONNX (onnx.export)
   }
   local given = {}  -- the options on the command line
   local script = spec.name .. ".lua"
@@ -44,7 +45,7 @@ local function parse_options(spec)
     local choices = #spec.optimizers > 1 and (" [--optimizer " .. table.concat(spec.optimizers, "|") .. "]") or ""
     io.stderr:write(script, ": ", message, "\n", "usage: lazylua scripts/", script,
       " [DATA_DIR] [--epochs N] [--batch N] [--lr X]", choices, " [--out DIR] [--seed N] [--limit N]",
-      " [--steps N] [--save-state FILE] [--resume FILE]\n")
+      " [--steps N] [--save-state FILE] [--resume FILE] [--export FILE.onnx]\n")
     os.exit(2)
   end
   local i = 1
@@ -178,13 +179,13 @@ local function load_data(spec, settings)
   tensor.mark_step()
   print(string.format("Fashion-MNIST: %d training and %d test images from %s (%.2f s)",
     train_x:size(1), test_x:size(1), settings.data, wall() - start))
-  return train_x, train_y, test_x, test_y
+  return train_x, train_y, test_x, test_y, {mean = mean, std = std}
 end
 
 function M.run(spec)
   local settings, given = parse_options(spec)
   local resumed = settings.resume ~= "" and read_state(spec, settings, given) or nil
-  local train_x, train_y, test_x, test_y = load_data(spec, settings)
+  local train_x, train_y, test_x, test_y, pixels = load_data(spec, settings)
 
   tensor.manual_seed(settings.seed)
   local model = spec.model(nn)
@@ -246,6 +247,18 @@ function M.run(spec)
   -- counts, lr), schedule, the random generator, where the loader is (the
   -- seeded order of epoch e depends on the seed and e only) and the history
   -- the report and the loss curve are made of.
+  -- --export: the model alone, as ONNX: its input is a batch of
+  -- standardized images (any batch size), its output the logits of the ten
+  -- classes. Written at the end of the run, or at a --steps stop.
+  local function export_model()
+    if settings.export == "" or rank ~= 0 then return end
+    require("onnx").export(model, test_x:narrow(1, 1, 2), settings.export, {dynamic_batch = true,
+      doc_string = string.format("%s: input [batch, %s] images standardized as (pixel - %.6f) / %.6f " ..
+        "(pixels 0 to 255); output [batch, 10] logits", spec.title,
+        table.concat(spec.image_shape, ", "), pixels.mean, pixels.std)})
+    print("exported " .. settings.export)
+  end
+
   local function save_state(epoch, batch)
     if rank ~= 0 then return end  -- every rank's state is the same
     tensor.save(settings.save_state, {
@@ -349,6 +362,7 @@ function M.run(spec)
     check_ranks_agree()
     print(string.format("stopped after %d steps (--steps)%s", steps,
       settings.save_state ~= "" and ("; the training state is in " .. settings.save_state) or ""))
+    export_model()
     return
   end
 
@@ -374,6 +388,7 @@ function M.run(spec)
   plot.line_chart(chart, {{name = "training loss", x = steps_axis, values = losses}},
     {title = spec.title, x_label = "step", y_label = "cross-entropy"})
   print("saved " .. checkpoint .. " and " .. chart)
+  export_model()
 end
 
 return M

@@ -223,4 +223,10 @@ function Model:__tostring()
     table.concat(self.input_names, ", "), table.concat(self.output_names, ", "))
 end
 
+-- onnx.export(fn_or_module, example_inputs, path, opts): traces one call and
+-- writes an ONNX model (stdlib/onnx_export.lua).
+function onnx.export(...)
+  return require("lazylua.onnx_export").export(...)
+end
+
 return onnx
