@@ -313,16 +313,25 @@ function ops.MaxPool(ctx, inputs, attrs)
   local n = x:dim() - 2
   local fill = is_float(x) and -math.huge or lowest[x:dtype()]
   if fill == nil then ctx:error("dtype %s is not supported", x:dtype()) end
-  if (attrs.storage_order or 0) ~= 0 and want_indices then
-    ctx:unsupported("storage_order 1 (column-major indices)")
-  end
   local windows, info = pool_windows(ctx, x, attrs, fill)
   local list = windows(x, fill)
   local stacked = tensor.stack(list, 1)
   local values, where = stacked:max(1)
   if not want_indices then return values end
   -- Indices: flat positions in x (row-major), pooled the same way.
-  local positions = tensor.arange(x:numel()):reshape(table.unpack(x:size()))
+  -- storage_order 1: the spatial dims column-major.
+  local positions
+  if (attrs.storage_order or 0) == 1 then
+    local size, reversed, perm = x:size(), {}, {1, 2}
+    reversed[1], reversed[2] = size[1], size[2]
+    for i = 3, #size do
+      reversed[i] = size[#size + 3 - i]
+      perm[i] = #size + 3 - i
+    end
+    positions = tensor.arange(x:numel()):reshape(table.unpack(reversed)):permute(table.unpack(perm))
+  else
+    positions = tensor.arange(x:numel()):reshape(table.unpack(x:size()))
+  end
   local position_windows = tensor.stack(windows(positions, -1), 1)
   local indices = position_windows:gather(1, where:unsqueeze(1)):squeeze(1)
   return values, indices
@@ -739,10 +748,24 @@ local function scatter_elements(ctx, data, d, index, updates, reduction)
   local zeros = tensor.zeros(data:size(), {dtype = data:dtype()})
   local added = zeros:scatter_add(d, index, updates)
   if reduction == "add" then return data + added end
-  if reduction ~= "none" then ctx:unsupported("reduction '%s'", reduction) end
-  local hits = tensor.zeros(data:size(), {dtype = "f32"}):scatter_add(d, index,
-    tensor.ones(index:size(), {dtype = "f32"}))
-  return tensor.where(hits:gt(0), added, data)
+  local function count(flags)
+    return tensor.zeros(data:size(), {dtype = "f64"}):scatter_add(d, index, flags:to("f64"))
+  end
+  local hits = count(tensor.ones(index:size(), {dtype = "f64"})):gt(0)
+  if reduction == "none" then return tensor.where(hits, added, data) end
+  if reduction ~= "mul" then ctx:unsupported("reduction '%s'", reduction) end
+  -- The product of the updates per position: exp of the summed logs of
+  -- their magnitudes, the sign from the parity of the negatives, 0 where
+  -- one is 0.
+  local u = updates:to("f64")
+  local magnitude = count(tensor.where(u:eq(0), 1.0, u:abs()):log()):exp()
+  local negatives = count(u:lt(0))
+  local zeros = count(u:eq(0))
+  local sign = 1 - (negatives % 2) * 2
+  local factor = tensor.where(zeros:gt(0), 0.0, magnitude * sign)
+  local product = data:to("f64") * factor
+  if not is_float(data) then product = product:round() end
+  return tensor.where(hits, product:to(data:dtype()), data)
 end
 
 function ops.ScatterElements(ctx, inputs, attrs)
@@ -975,7 +998,7 @@ local function source_coordinate(mode, i, scale, in_size, out_size, roi_start, r
     return i * (in_size - 1) / (out_size - 1)
   end
   if mode == "asymmetric" then return i / scale end
-  if mode == "tf_half_pixel_for_nearest" then return (i + 0.5) / scale end
+  if mode == "tf_half_pixel_for_nn" then return (i + 0.5) / scale end
   if mode == "tf_crop_and_resize" then
     if out_size > 1 then
       return roi_start * (in_size - 1) + i * (roi_end - roi_start) * (in_size - 1) / (out_size - 1)
@@ -1007,7 +1030,7 @@ end
 -- One dim of a resize: out[i] = sum_k weight[i][k] * x[tap[i][k]] (taps may
 -- fall outside: then the weights are renormalized or the extrapolation value
 -- used).
-local function resize_dim(ctx, x, d, out_size, scale, attrs, mode, roi_start, roi_end)
+local function resize_dim(ctx, x, d, out_size, out_length, scale, attrs, mode, roi_start, roi_end)
   local in_size = x:size(d)
   local coordinate_mode = attrs.coordinate_transformation_mode or "half_pixel"
   if ctx.op_type_is_upsample then coordinate_mode = "asymmetric" end
@@ -1018,7 +1041,7 @@ local function resize_dim(ctx, x, d, out_size, scale, attrs, mode, roi_start, ro
   local taps, weights, outside = {}, {}, {}
   local width = mode == "nearest" and 1 or (mode == "linear" and 2 or 4)
   for i = 0, out_size - 1 do
-    local xo = source_coordinate(coordinate_mode, i, scale, in_size, out_size, roi_start, roi_end)
+    local xo = source_coordinate(coordinate_mode, i, scale, in_size, out_length, roi_start, roi_end)
     if xo == nil then ctx:error("unknown coordinate_transformation_mode '%s'", coordinate_mode) end
     local row_taps, row_weights = {}, {}
     if coordinate_mode == "tf_crop_and_resize" and (xo < 0 or xo > in_size - 1) then
@@ -1086,13 +1109,16 @@ local function resize(ctx, x, scales, sizes, attrs, mode, roi)
   local y = x
   for d = 1, r do
     local in_size = x:size(d)
-    local out_size, scale
+    local out_size, scale, out_length
     if sizes then
       out_size = sizes[d]
       scale = out_size / in_size
+      out_length = out_size
     else
       scale = scales[d]
       out_size = math.floor(in_size * scale + 1e-9)
+      -- The coordinate formulas use the unrounded output length.
+      out_length = in_size * scale
     end
     local roi_start, roi_end = 0, 1
     if roi and #roi == 2 * r then roi_start, roi_end = roi[d], roi[r + d] end
@@ -1100,7 +1126,7 @@ local function resize(ctx, x, scales, sizes, attrs, mode, roi)
       (attrs.coordinate_transformation_mode or "half_pixel") ~= "tf_crop_and_resize"
     if not identity then
       if mode ~= "nearest" and not is_float(y) then y = y:float() end
-      y = resize_dim(ctx, y, d, out_size, scale, attrs, mode, roi_start, roi_end)
+      y = resize_dim(ctx, y, d, out_size, out_length, scale, attrs, mode, roi_start, roi_end)
     end
   end
   return y
