@@ -984,6 +984,192 @@ function ops.Compress(ctx, inputs, attrs)
   return source:index_select(d, tensor.new(picked))
 end
 
+function ops.MaxUnpool(ctx, inputs, attrs)
+  local x, index = inputs[1], inputs[2]
+  local n = x:dim() - 2
+  local kernel = attrs.kernel_shape
+  if kernel == nil or #kernel ~= n then ctx:error("kernel_shape must have %d values", n) end
+  local strides = attrs.strides or filled(n, 1)
+  local pads = attrs.pads or filled(2 * n, 0)
+  local shape = {x:size(1), x:size(2)}
+  for i = 1, n do
+    shape[i + 2] = (x:size(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[n + i]
+  end
+  -- Indices are flat positions in the default output: a scatter of the
+  -- values there; a larger output_shape pads at the end.
+  local flat = tensor.zeros({product(shape)}, {dtype = x:dtype()})
+  local y = reshape_to(flat:scatter_add(1, index:reshape(index:numel()):long() + 1, x:reshape(x:numel())), shape)
+  if inputs[3] then
+    local want = int_list(ctx, inputs[3])
+    for i = 1, n do y = pad_dim(y, i + 2, 0, want[#want - n + i] - shape[i + 2]) end
+  end
+  return y
+end
+
+-- ConvInteger: (x - x_zero_point) convolved with (w - w_zero_point), i32.
+-- Integers up to 2^24 products sum exactly in f64.
+function ops.ConvInteger(ctx, inputs, attrs)
+  local x, w = inputs[1]:to("f64"), inputs[2]:to("f64")
+  if inputs[3] then x = x - inputs[3]:to("f64") end
+  if inputs[4] then
+    local wz = inputs[4]:to("f64")
+    if wz:numel() > 1 then wz = per_channel(wz, w:dim()):transpose(1, 2) end
+    w = w - wz
+  end
+  local y = ops.Conv(ctx, {x, w, n = 2}, attrs)
+  return y:round():to("i32")
+end
+
+function ops.MeanVarianceNormalization(ctx, inputs, attrs)
+  local x = inputs[1]
+  local axes = attrs.axes or {0, 2, 3}
+  local dims = {}
+  for i, a in ipairs(axes) do dims[i] = dim_of(ctx, a, x:dim()) end
+  table.sort(dims)
+  local m, sq = x, x * x
+  for i = #dims, 1, -1 do
+    m = m:mean(dims[i], true)
+    sq = sq:mean(dims[i], true)
+  end
+  return (x - m) / ((sq - m * m):sqrt() + 1e-9)
+end
+
+-- Reverses the first sequence_lens[b] steps of each batch entry b: a gather
+-- along the time axis with index len-1-t for t < len, t after.
+function ops.ReverseSequence(ctx, inputs, attrs)
+  local x, lens = inputs[1], inputs[2]:long()
+  local time = dim_of(ctx, attrs.time_axis or 0, x:dim())
+  local batch = dim_of(ctx, attrs.batch_axis or 1, x:dim())
+  local steps, batches = x:size(time), x:size(batch)
+  local shape = filled(x:dim(), 1)
+  shape[time] = steps
+  local t = tensor.arange(steps):reshape(table.unpack(shape))
+  shape[time], shape[batch] = 1, batches
+  local len = lens:reshape(table.unpack(shape))
+  local index = tensor.where(t:lt(len), len - 1 - t, t) + 1
+  return x:gather(time, index:expand(table.unpack(x:size())):contiguous())
+end
+
+-- Values of x [N, C, H, W] at integer positions iy, ix ([N, P] each, any
+-- values): [N, C, P], 0 where the position is outside.
+local function fetch(x, iy, ix)
+  local n, c, hgt, wid = table.unpack(x:size())
+  local inside = iy:ge(0):logical_and(iy:lt(hgt)):logical_and(ix:ge(0)):logical_and(ix:lt(wid))
+  local flat = (iy:clamp(0, hgt - 1) * wid + ix:clamp(0, wid - 1)):long() + 1
+  local p = flat:size(2)
+  local values = x:reshape(n, c, hgt * wid):gather(3, flat:reshape(n, 1, p):expand(n, c, p):contiguous())
+  return values * inside:to(x:dtype()):reshape(n, 1, p)
+end
+
+-- Reflects coordinates into [lo, hi] (a mirror at each end).
+local function reflect(v, lo, hi)
+  if hi <= lo then return v * 0 + lo end
+  local span = hi - lo
+  local d = (v - lo):abs()
+  local flips = (d / span):floor()
+  local extra = d - flips * span
+  return tensor.where((flips % 2):eq(0), extra + lo, hi - extra)
+end
+
+local function cubic_taps(t, a)
+  local function far(u) return ((u * a - 5 * a) * u + 8 * a) * u - 4 * a end
+  local function near(u) return ((u * (a + 2)) - (a + 3)) * u * u + 1 end
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)}
+end
+
+function ops.GridSample(ctx, inputs, attrs)
+  local x, grid = inputs[1], inputs[2]
+  if x:dim() ~= 4 then ctx:unsupported("%d-d GridSample", x:dim() - 2) end
+  local mode = attrs.mode or "bilinear"
+  local padding = attrs.padding_mode or "zeros"
+  local align = (attrs.align_corners or 0) == 1
+  local n, c, hgt, wid = table.unpack(x:size())
+  local ho, wo = grid:size(2), grid:size(3)
+  local gx = grid:select(4, 1):reshape(n, ho * wo)
+  local gy = grid:select(4, 2):reshape(n, ho * wo)
+  local function unnormalize(g, size)
+    if align then return (g + 1) * ((size - 1) / 2) end
+    return ((g + 1) * size - 1) / 2
+  end
+  local function pad_coordinate(v, size)
+    if padding == "border" then return v:clamp(0, size - 1) end
+    if padding == "reflection" then
+      if align then v = reflect(v, 0, size - 1) else v = reflect(v, -0.5, size - 0.5) end
+      return v:clamp(0, size - 1)
+    end
+    return v
+  end
+  local px, py = unnormalize(gx, wid), unnormalize(gy, hgt)
+  local y
+  if mode == "nearest" then
+    px, py = pad_coordinate(px, wid), pad_coordinate(py, hgt)
+    y = fetch(x, py:round(), px:round())
+  elseif mode == "bilinear" then
+    px, py = pad_coordinate(px, wid), pad_coordinate(py, hgt)
+    local x0, y0 = px:floor(), py:floor()
+    local tx, ty = px - x0, py - y0
+    y = fetch(x, y0, x0) * ((1 - tx) * (1 - ty)):unsqueeze(2)
+      + fetch(x, y0, x0 + 1) * (tx * (1 - ty)):unsqueeze(2)
+      + fetch(x, y0 + 1, x0) * ((1 - tx) * ty):unsqueeze(2)
+      + fetch(x, y0 + 1, x0 + 1) * (tx * ty):unsqueeze(2)
+  elseif mode == "bicubic" then
+    local x0, y0 = px:floor(), py:floor()
+    local wx, wy = cubic_taps(px - x0, -0.75), cubic_taps(py - y0, -0.75)
+    for i = 1, 4 do
+      for j = 1, 4 do
+        local iy = pad_coordinate(y0 + (i - 2), hgt)
+        local ix = pad_coordinate(x0 + (j - 2), wid)
+        local term = fetch(x, iy, ix) * (wy[i] * wx[j]):unsqueeze(2)
+        y = y and y + term or term
+      end
+    end
+  else
+    ctx:error("unknown mode '%s'", mode)
+  end
+  return y:reshape(n, c, ho, wo)
+end
+
+-- RoiAlign (average mode): each output bin the mean of sampling_ratio^2
+-- bilinear samples of the region, as ONNX and torchvision.
+function ops.RoiAlign(ctx, inputs, attrs)
+  local x, rois, batch_index = inputs[1], inputs[2], inputs[3]
+  if (attrs.mode or "avg") ~= "avg" then ctx:unsupported("RoiAlign mode '%s'", attrs.mode) end
+  local g = attrs.sampling_ratio or 0
+  if g <= 0 then ctx:unsupported("adaptive sampling_ratio (it depends on the regions' values)") end
+  local oh, ow = attrs.output_height or 1, attrs.output_width or 1
+  local scale = attrs.spatial_scale or 1.0
+  local half = (attrs.coordinate_transformation_mode or (ctx.opset >= 16 and "half_pixel" or "output_half_pixel"))
+    == "half_pixel"
+  local offset = half and 0.5 or 0
+  local _, c, hgt, wid = table.unpack(x:size())
+  local r = rois:size(1)
+  local function column(k) return rois:select(2, k):reshape(r, 1) end
+  local sx, sy = column(1) * scale - offset, column(2) * scale - offset
+  local rw, rh = column(3) * scale - offset - sx, column(4) * scale - offset - sy
+  if not half then rw, rh = rw:clamp_min(1), rh:clamp_min(1) end
+  -- Sample a of the flattened bins: start + (a + 0.5) * bin / g.
+  local ay = (tensor.arange(oh * g):to(x:dtype()) + 0.5):reshape(1, oh * g)
+  local ax = (tensor.arange(ow * g):to(x:dtype()) + 0.5):reshape(1, ow * g)
+  local ys = sy + ay * (rh / (oh * g))                                 -- [R, oh*g]
+  local xs = sx + ax * (rw / (ow * g))                                 -- [R, ow*g]
+  local py = ys:reshape(r, oh * g, 1):expand(r, oh * g, ow * g):reshape(r, oh * g * ow * g)
+  local px = xs:reshape(r, 1, ow * g):expand(r, oh * g, ow * g):reshape(r, oh * g * ow * g)
+  local outside = py:lt(-1):logical_or(py:gt(hgt)):logical_or(px:lt(-1)):logical_or(px:gt(wid))
+  py, px = py:clamp_min(0), px:clamp_min(0)
+  local y0, x0 = py:floor():clamp_max(hgt - 1), px:floor():clamp_max(wid - 1)
+  local y1, x1 = (y0 + 1):clamp_max(hgt - 1), (x0 + 1):clamp_max(wid - 1)
+  py = tensor.where(y0:ge(hgt - 1), y0, py)
+  px = tensor.where(x0:ge(wid - 1), x0, px)
+  local ty, tx = py - y0, px - x0
+  local source = x:index_select(1, batch_index:long() + 1)             -- [R, C, H, W]
+  local v = fetch(source, y0, x0) * ((1 - ty) * (1 - tx)):unsqueeze(2)
+    + fetch(source, y0, x1) * ((1 - ty) * tx):unsqueeze(2)
+    + fetch(source, y1, x0) * (ty * (1 - tx)):unsqueeze(2)
+    + fetch(source, y1, x1) * (ty * tx):unsqueeze(2)
+  v = v * outside:logical_not():to(x:dtype()):unsqueeze(2)
+  return v:reshape(r, c, oh, g, ow, g):mean(6):mean(4)
+end
+
 -- Resize ---------------------------------------------------------------------
 
 -- The source coordinate of output position i (0-based) along one dim.
