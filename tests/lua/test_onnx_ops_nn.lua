@@ -4,7 +4,10 @@
 -- float64) and pasted as constants; the inputs are the same closed-form
 -- sequences in both.
 local h = dofile("helpers.lua")
-local ops = require "lazylua.onnx_ops_nn"
+local ops = {}
+for _, name in ipairs({"onnx_ops_nn", "onnx_ops_shape"}) do
+  for op_type, fn in pairs(require("lazylua." .. name)) do ops[op_type] = fn end
+end
 
 -- A context as the runtime gives one (ctx:error, ctx:unsupported, ctx:host).
 local function context(opset, outputs)
