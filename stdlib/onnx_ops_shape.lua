@@ -513,6 +513,134 @@ function ops.ReverseSequence(ctx, inputs, attrs)
   return x:gather(time, index:expand(table.unpack(x:size())):contiguous())
 end
 
+-- Unique reads its input (the output's shape depends on the values); the
+-- unique values are then an index_select of x, so they keep a gradient.
+function ops.Unique(ctx, inputs, attrs)
+  local x = inputs[1]
+  local source, d = x, 1
+  if attrs.axis then
+    d = dim_of(ctx, attrs.axis, x:dim())
+  else
+    source = x:reshape(x:numel())
+  end
+  local n = source:size(d)
+  -- Each slice along d as a list of values, in row-major order.
+  local moved = source:transpose(1, d):contiguous()
+  local flat = ctx:host(moved)
+  local width = n > 0 and #flat // n or 0
+  local function slice(i)
+    local list = {}
+    for k = 1, width do list[k] = flat[(i - 1) * width + k] end
+    return list
+  end
+  local function less(a, b)
+    for k = 1, width do
+      if a[k] ~= b[k] then return a[k] < b[k] end
+    end
+    return false
+  end
+  local function key(list)
+    local parts = {}
+    for k, v in ipairs(list) do parts[k] = string.format("%.17g", v) end
+    return table.concat(parts, ",")
+  end
+  local first, order, counts, slot_of = {}, {}, {}, {}
+  local inverse_key = {}
+  for i = 1, n do
+    local k = key(slice(i))
+    inverse_key[i] = k
+    if slot_of[k] == nil then
+      order[#order + 1] = k
+      slot_of[k] = #order
+      first[k] = i
+      counts[k] = 0
+    end
+    counts[k] = counts[k] + 1
+  end
+  if (attrs.sorted or 1) == 1 then
+    table.sort(order, function(a, b) return less(slice(first[a]), slice(first[b])) end)
+  end
+  local position, picked, first_list, count_list = {}, {}, {}, {}
+  for j, k in ipairs(order) do
+    position[k] = j - 1
+    picked[j] = first[k]
+    first_list[j] = first[k] - 1
+    count_list[j] = counts[k]
+  end
+  local inverse = {}
+  for i = 1, n do inverse[i] = position[inverse_key[i]] end
+  local function ints(list)
+    if #list == 0 then return tensor.zeros({0}, {dtype = "i64"}) end
+    return tensor.new(list)
+  end
+  local y = #picked == 0 and source:narrow(d, 1, 0) or source:index_select(d, tensor.new(picked))
+  return y, ints(first_list), ints(inverse), ints(count_list)
+end
+
+-- NonMaxSuppression reads the boxes and scores (the number of boxes kept
+-- depends on them): [k, 3] rows of (batch, class, box), ONNX's greedy
+-- selection per batch and class.
+function ops.NonMaxSuppression(ctx, inputs, attrs)
+  local boxes, scores = inputs[1], inputs[2]
+  local max_out = inputs[3] and ctx:host(inputs[3])[1] or 0
+  local iou_threshold = inputs[4] and ctx:host(inputs[4])[1] or 0
+  local score_threshold = inputs[5] and ctx:host(inputs[5])[1]
+  local center = (attrs.center_point_box or 0) == 1
+  local nb, nbox = boxes:size(1), boxes:size(2)
+  local nc = scores:size(2)
+  local box_values, score_values = ctx:host(boxes), ctx:host(scores)
+  local function corners(b, i)
+    local base = ((b - 1) * nbox + (i - 1)) * 4
+    local a1, a2, a3, a4 = box_values[base + 1], box_values[base + 2], box_values[base + 3], box_values[base + 4]
+    if center then
+      -- [x_center, y_center, width, height]
+      return a2 - a4 / 2, a1 - a3 / 2, a2 + a4 / 2, a1 + a3 / 2
+    end
+    -- [y1, x1, y2, x2], either corner first
+    return math.min(a1, a3), math.min(a2, a4), math.max(a1, a3), math.max(a2, a4)
+  end
+  local function iou(b, i, j)
+    local ay1, ax1, ay2, ax2 = corners(b, i)
+    local by1, bx1, by2, bx2 = corners(b, j)
+    local ih = math.max(0, math.min(ay2, by2) - math.max(ay1, by1))
+    local iw = math.max(0, math.min(ax2, bx2) - math.max(ax1, bx1))
+    local inter = ih * iw
+    local union = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter
+    if union <= 0 then return 0 end
+    return inter / union
+  end
+  local rows = {}
+  for b = 1, nb do
+    for c = 1, nc do
+      local candidates = {}
+      for i = 1, nbox do
+        local score = score_values[((b - 1) * nc + (c - 1)) * nbox + i]
+        if score_threshold == nil or score > score_threshold then
+          candidates[#candidates + 1] = {i = i, score = score}
+        end
+      end
+      table.sort(candidates, function(p, q)
+        if p.score ~= q.score then return p.score > q.score end
+        return p.i < q.i
+      end)
+      local kept = {}
+      for _, cand in ipairs(candidates) do
+        if #kept >= max_out then break end
+        local keep = true
+        for _, k in ipairs(kept) do
+          if iou(b, cand.i, k) > iou_threshold then keep = false; break end
+        end
+        if keep then
+          kept[#kept + 1] = cand.i
+          rows[#rows + 1] = {b - 1, c - 1, cand.i - 1}
+        end
+      end
+    end
+  end
+  if #rows == 0 then return tensor.zeros({0, 3}, {dtype = "i64"}) end
+  return tensor.new(rows)
+end
+
 -- Resize ---------------------------------------------------------------------
 
 -- The source coordinate of output position i (0-based) along one dim.

@@ -4,6 +4,7 @@
 -- float64) and pasted as constants; the inputs are the same closed-form
 -- sequences in both.
 local h = dofile("helpers.lua")
+local gh = dofile("grad_helpers.lua")(h)
 local ops = {}
 for _, name in ipairs({"onnx_ops_nn", "onnx_ops_shape"}) do
   for op_type, fn in pairs(require("lazylua." .. name)) do ops[op_type] = fn end
@@ -207,6 +208,22 @@ h.test("Resize: linear half_pixel, nearest; Upsample", function()
   h.near(n, {{{{1, 2}, {1, 2}, {3, 4}, {3, 4}}}})
 end)
 
+h.test("Unique and NonMaxSuppression (values read on the host)", function()
+  local y, first, inverse, counts = call("Unique", {tensor.new({2.0, 1, 1, 3, 4, 3})}, {}, 11,
+    {"y", "i", "inv", "c"})
+  h.near(y, {1, 2, 3, 4}); h.check(first, "i64", {1, 0, 3, 4})
+  h.check(inverse, "i64", {1, 0, 0, 2, 3, 2}); h.check(counts, "i64", {2, 1, 2, 1})
+  local unsorted = call("Unique", {tensor.new({2.0, 1, 1, 3})}, {sorted = 0}, 11)
+  h.near(unsorted, {2, 1, 3})
+  -- box 1 overlaps box 0 with IoU 0.9 / 1.1 > 0.5 and a lower score: dropped.
+  local boxes = tensor.new({{{0.0, 0, 1, 1}, {0, 0.1, 1, 1.1}, {0, 2, 1, 3}}})
+  local scores = tensor.new({{{0.9, 0.8, 0.7}}})
+  h.check(call("NonMaxSuppression", {boxes, scores, tensor.new({3}), tensor.new({0.5})}, {}, 11), "i64",
+    {{0, 0, 0}, {0, 0, 2}})
+  h.check(call("NonMaxSuppression", {boxes, scores, tensor.new({3}), tensor.new({0.9}), tensor.new({0.75})}, {}, 11),
+    "i64", {{0, 0, 0}, {0, 0, 1}})
+end)
+
 h.test("Dropout in inference, errors for bad models and missing features", function()
   local x = tensor.new({1.0, 2})
   local y, mask = call("Dropout", {x}, {ratio = 0.3}, 13, {"y", "mask"})
@@ -222,5 +239,25 @@ h.test("Dropout in inference, errors for bad models and missing features", funct
   h.err(function() call("Resize", {x, tensor.new({}), tensor.new({2.0})}, {mode = "area"}, 13) end, "unknown mode 'area'")
   h.still_works()
 end)
+
+-- Gradients through the compositions, against central differences.
+gh.gradcheck("ConvTranspose gradient (stride 2, groups 2)", function(x, w)
+  return call("ConvTranspose", {x, w}, {strides = {2, 2}, pads = {1, 0, 0, 1}, group = 2})
+end, {gh.values({1, 2, 3, 3}, -1, 1), gh.values({2, 1, 2, 3}, -1, 1)})
+gh.gradcheck("Conv gradient (dilation, 3-d)", function(x, w)
+  return call("Conv", {x, w}, {dilations = {1, 2, 1}, pads = {0, 1, 1, 0, 0, 1}})
+end, {gh.values({1, 2, 3, 4, 3}, -1, 1), gh.values({2, 2, 2, 2, 2}, -1, 1)})
+gh.gradcheck("AveragePool gradient (ceil_mode, pads)", function(x)
+  return call("AveragePool", {x}, {kernel_shape = {2, 3}, strides = {2, 2}, pads = {1, 1, 0, 0}, ceil_mode = 1})
+end, {gh.values({1, 1, 4, 5}, -1, 1)})
+gh.gradcheck("Resize cubic and GridSample bilinear gradients", function(x, grid)
+  local y = call("Resize", {x, tensor.new({}), tensor.new({1.0, 1, 1.5, 2})}, {mode = "cubic"}, 13)
+  return call("GridSample", {y, grid}, {padding_mode = "border"}, 16)
+end, {gh.values({1, 2, 2, 3}, -1, 1), gh.values({1, 2, 3, 2}, -0.9, 0.9)})
+gh.gradcheck("Gather, ScatterND and Pad (reflect) gradients", function(x, u)
+  local g = call("Gather", {x, tensor.new({2, 0, 2})}, {axis = 1})
+  local s = call("ScatterND", {g, tensor.new({{1}}), u}, {reduction = "add"})
+  return call("Pad", {s, tensor.new({0, 2, 0, 1})}, {mode = "reflect"}, 13)
+end, {gh.values({2, 4}, -1, 1), gh.values({1, 3}, -1, 1)})
 
 h.done("test_onnx_ops_nn")
