@@ -178,9 +178,9 @@ function ops.ConvTranspose(ctx, inputs, attrs)
   return add_bias(convolve(ctx, xs:contiguous(), wt:contiguous(), filled(n, 1), dilations, group), b)
 end
 
--- The windows of a pooling: a list (one per kernel offset) of tensors [N, C,
--- out...], from x padded with `fill`; also the padding used and out sizes.
-local function pool_windows(ctx, x, attrs, fill)
+-- A pooling's geometry: per spatial dim the kernel, stride, dilation,
+-- begin/end pads, the extra end padding ceil_mode needs, and the output size.
+local function pool_geometry(ctx, x, attrs)
   local n, kernel, strides, dilations, begins, ends, in_sizes = spatial_attrs(ctx, attrs, x)
   local ceil_mode = (attrs.ceil_mode or 0) == 1
   local out, extra = {}, {}
@@ -190,6 +190,7 @@ local function pool_windows(ctx, x, attrs, fill)
     local o
     if ceil_mode then
       o = -((-span) // strides[i]) + 1
+      -- The last window must start inside the input or its begin padding.
       if (o - 1) * strides[i] >= in_sizes[i] + begins[i] then o = o - 1 end
     else
       o = span // strides[i] + 1
@@ -198,86 +199,90 @@ local function pool_windows(ctx, x, attrs, fill)
     out[i] = o
     extra[i] = math.max(0, (o - 1) * strides[i] + keff - (in_sizes[i] + begins[i] + ends[i]))
   end
-  local ends_all = {}
-  for i = 1, n do ends_all[i] = ends[i] + extra[i] end
-  local function windows(t, value, pad_begins, pad_ends)
-    local padded = pad_spatial(t, pad_begins or begins, pad_ends or ends_all, value)
-    local list = {}
-    local offset = filled(n, 0)
-    while true do
-      local w = padded
-      for i = 1, n do w = strided(w, i + 2, offset[i] * dilations[i], out[i], strides[i]) end
-      list[#list + 1] = w
-      local i = n
-      while i >= 1 do
-        offset[i] = offset[i] + 1
-        if offset[i] < kernel[i] then break end
-        offset[i] = 0
-        i = i - 1
-      end
-      if i == 0 then break end
-    end
-    return list
-  end
-  return windows, {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, out = out,
+  return {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, out = out,
     in_sizes = in_sizes, strides = strides, dilations = dilations}
+end
+
+-- The windows of one spatial dim i (dim i + 2 of t, already padded): a list
+-- of kernel[i] tensors, each the window's k-th element for every output.
+local function windows_along(t, g, i)
+  local list = {}
+  for k = 0, g.kernel[i] - 1 do
+    list[k + 1] = strided(t, i + 2, k * g.dilations[i], g.out[i], g.strides[i])
+  end
+  return list
+end
+
+-- Pads dim i + 2 as the pooling does: the pads with `fill`, then ceil_mode's
+-- extra with `extra_fill`.
+local function pad_for_pool(t, g, i, fill, extra_fill, mode)
+  t = pad_dim(t, i + 2, g.begins[i], g.ends[i], fill, mode)
+  return pad_dim(t, i + 2, 0, g.extra[i], extra_fill)
 end
 
 local lowest = {i32 = -2147483648, i64 = math.mininteger}
 
+-- Max and sum pooling are separable: one dim at a time (the last first), so
+-- a k1 x k2 window costs k1 + k2 slices, not k1 * k2. For the indices, the
+-- positions ride along: the first maximum of each row, then the first row,
+-- is the first maximum in row-major order.
 function ops.MaxPool(ctx, inputs, attrs)
   local x = inputs[1]
   local want_indices = ctx.node.outputs[2] ~= nil and ctx.node.outputs[2] ~= ""
-  local n = x:dim() - 2
   local fill = is_float(x) and -math.huge or lowest[x:dtype()]
   if fill == nil then ctx:error("dtype %s is not supported", x:dtype()) end
-  local windows, info = pool_windows(ctx, x, attrs, fill)
-  local list = windows(x, fill)
-  local stacked = tensor.stack(list, 1)
-  local values, where = stacked:max(1)
-  if not want_indices then return values end
-  -- Indices: flat positions in x (row-major), pooled the same way.
-  -- storage_order 1: the spatial dims column-major.
+  local g = pool_geometry(ctx, x, attrs)
   local positions
-  if (attrs.storage_order or 0) == 1 then
-    local size, reversed, perm = x:size(), {}, {1, 2}
-    reversed[1], reversed[2] = size[1], size[2]
-    for i = 3, #size do
-      reversed[i] = size[#size + 3 - i]
-      perm[i] = #size + 3 - i
+  if want_indices then
+    -- storage_order 1: the spatial dims column-major.
+    if (attrs.storage_order or 0) == 1 then
+      local size, reversed, perm = x:size(), {}, {1, 2}
+      reversed[1], reversed[2] = size[1], size[2]
+      for i = 3, #size do
+        reversed[i] = size[#size + 3 - i]
+        perm[i] = #size + 3 - i
+      end
+      positions = tensor.arange(x:numel()):reshape(table.unpack(reversed)):permute(table.unpack(perm))
+    else
+      positions = tensor.arange(x:numel()):reshape(table.unpack(x:size()))
     end
-    positions = tensor.arange(x:numel()):reshape(table.unpack(reversed)):permute(table.unpack(perm))
-  else
-    positions = tensor.arange(x:numel()):reshape(table.unpack(x:size()))
   end
-  local position_windows = tensor.stack(windows(positions, -1), 1)
-  local indices = position_windows:gather(1, where:unsqueeze(1)):squeeze(1)
-  return values, indices
+  local y = x
+  for i = g.n, 1, -1 do
+    local stacked = tensor.stack(windows_along(pad_for_pool(y, g, i, fill, fill), g, i), 1)
+    local where
+    y, where = stacked:max(1)
+    if positions then
+      local pstack = tensor.stack(windows_along(pad_for_pool(positions, g, i, -1, -1), g, i), 1)
+      positions = pstack:gather(1, where:unsqueeze(1)):squeeze(1)
+    end
+  end
+  return y, positions
 end
 
 function ops.AveragePool(ctx, inputs, attrs)
   local x = inputs[1]
   if not is_float(x) then ctx:error("expected f32 or f64, got %s", x:dtype()) end
-  local windows, info = pool_windows(ctx, x, attrs, 0)
-  local total
-  for _, w in ipairs(windows(x, 0)) do total = total and total + w or w end
+  local g = pool_geometry(ctx, x, attrs)
   local include_pad = (attrs.count_include_pad or 0) == 1
-  local pad_only = true
-  for i = 1, info.n do
-    if info.begins[i] ~= 0 or info.ends[i] ~= 0 or info.extra[i] ~= 0 then pad_only = false end
+  local function window_sum(t, i, mode)
+    local total
+    for _, w in ipairs(windows_along(pad_for_pool(t, g, i, 0, 0, mode), g, i)) do
+      total = total and total + w or w
+    end
+    return total
   end
-  if pad_only then return total / product(info.kernel) end
-  -- The number of elements each window covers: ones pooled the same way
-  -- (with the pads counted as ones when count_include_pad).
+  local total, count = x, nil
+  -- The number of elements each window covers: ones pooled the same way.
+  -- The pads count when count_include_pad (ceil_mode's extra never): before
+  -- dim i is pooled, the counts are constant along it, so a padded slice
+  -- counts as its neighbour (replicate).
   local shape = {1, 1}
-  for i = 1, info.n do shape[i + 2] = info.in_sizes[i] end
-  local ones = tensor.ones(shape, {dtype = x:dtype()})
-  local count
-  if include_pad then
-    local padded = pad_spatial(ones, info.begins, info.ends, 1)
-    for _, w in ipairs(windows(padded, 0, filled(info.n, 0), info.extra)) do count = count and count + w or w end
-  else
-    for _, w in ipairs(windows(ones, 0)) do count = count and count + w or w end
+  for i = 1, g.n do shape[i + 2] = g.in_sizes[i] end
+  count = tensor.ones(shape, {dtype = x:dtype()})
+  for i = g.n, 1, -1 do
+    total = window_sum(total, i)
+    count = window_sum(count, i, include_pad and "replicate" or nil)
   end
   return total / count
 end
