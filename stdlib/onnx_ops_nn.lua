@@ -247,6 +247,12 @@ function ops.MaxPool(ctx, inputs, attrs)
       positions = tensor.arange(x:numel()):reshape(table.unpack(x:size()))
     end
   end
+  if g.n == 2 and is_float(x) and not positions and g.dilations[1] == 1 and g.dilations[2] == 1 and
+      g.extra[1] == 0 and g.extra[2] == 0 and g.begins[1] == g.ends[1] and g.begins[2] == g.ends[2] and
+      2 * g.begins[1] <= g.kernel[1] and 2 * g.begins[2] <= g.kernel[2] then
+    -- lazylua's own kernel (padding as -inf, at most half the kernel).
+    return tensor.max_pool2d(x, g.kernel, {stride = g.strides, padding = g.begins})
+  end
   local y = x
   for i = g.n, 1, -1 do
     local stacked = tensor.stack(windows_along(pad_for_pool(y, g, i, fill, fill), g, i), 1)
