@@ -1,0 +1,826 @@
+-- onnx_ops_shape.lua - ONNX ops of the default domain that move, select
+-- and resize values: Reshape, Transpose, Slice, Gather, Scatter, Pad, Shape,
+-- Range, OneHot, Resize ... Built from lazylua's tensor API (lazy, with
+-- gradients); shape-like inputs are read through ctx:host.
+local tensor = require "tensor"
+
+local H = require "lazylua.onnx_nn_common"
+local dim_of, product, filled, is_float, strided = H.dim_of, H.product, H.filled, H.is_float, H.strided
+local one_based, int_list, reshape_to = H.one_based, H.int_list, H.reshape_to
+
+local ops = {}
+
+function ops.Flatten(ctx, inputs, attrs)
+  local x = inputs[1]
+  local r = x:dim()
+  local axis = attrs.axis or 1
+  if axis < 0 then axis = axis + r end
+  if axis < 0 or axis > r then ctx:error("axis %d is out of range for rank %d", attrs.axis, r) end
+  local size = x:size()
+  return x:reshape(product(size, 1, axis), product(size, axis + 1, r))
+end
+
+function ops.Reshape(ctx, inputs, attrs)
+  local x = inputs[1]
+  local shape
+  if ctx.opset < 5 then shape = attrs.shape else shape = int_list(ctx, inputs[2]) end
+  if shape == nil then ctx:error("no target shape") end
+  local size = x:size()
+  local allowzero = (attrs.allowzero or 0) == 1
+  local out, unknown, known = {}, nil, 1
+  for i, v in ipairs(shape) do
+    if v == 0 and not allowzero then
+      if size[i] == nil then ctx:error("shape has 0 at %d beyond the input's rank %d", i - 1, #size) end
+      v = size[i]
+    end
+    if v == -1 then
+      if unknown then ctx:error("shape has more than one -1") end
+      unknown = i
+    else
+      known = known * v
+    end
+    out[i] = v
+  end
+  if unknown then
+    if known == 0 then ctx:error("cannot infer -1 with a zero dim") end
+    out[unknown] = x:numel() // known
+  end
+  if product(out) ~= x:numel() then
+    ctx:error("cannot reshape [%s] to [%s]", table.concat(size, ", "), table.concat(shape, ", "))
+  end
+  return reshape_to(x, out)
+end
+
+function ops.Transpose(ctx, inputs, attrs)
+  local x = inputs[1]
+  local r = x:dim()
+  local perm = {}
+  if attrs.perm then
+    for i, p in ipairs(attrs.perm) do perm[i] = dim_of(ctx, p, r) end
+  else
+    for i = 1, r do perm[i] = r - i + 1 end
+  end
+  if r < 2 then return x end
+  return x:permute(table.unpack(perm))
+end
+
+local function axes_of(ctx, inputs, attrs, index)
+  if ctx.opset >= 13 then
+    if inputs[index] then return int_list(ctx, inputs[index]) end
+    return nil
+  end
+  return attrs.axes
+end
+
+function ops.Squeeze(ctx, inputs, attrs)
+  local x = inputs[1]
+  local axes = axes_of(ctx, inputs, attrs, 2)
+  local size = x:size()
+  local drop = {}
+  if axes == nil then
+    for i, s in ipairs(size) do drop[i] = s == 1 end
+  else
+    for _, a in ipairs(axes) do
+      local d = dim_of(ctx, a, #size)
+      if size[d] ~= 1 then ctx:error("cannot squeeze axis %d of size %d", a, size[d]) end
+      drop[d] = true
+    end
+  end
+  local out = {}
+  for i, s in ipairs(size) do if not drop[i] then out[#out + 1] = s end end
+  return reshape_to(x, out)
+end
+
+function ops.Unsqueeze(ctx, inputs, attrs)
+  local x = inputs[1]
+  local axes = axes_of(ctx, inputs, attrs, 2)
+  if axes == nil then ctx:error("Unsqueeze needs axes") end
+  local size = x:size()
+  local rank = #size + #axes
+  local new = {}
+  for _, a in ipairs(axes) do
+    local d = dim_of(ctx, a, rank)
+    if new[d] then ctx:error("axis %d repeated", a) end
+    new[d] = true
+  end
+  local out, k = {}, 1
+  for i = 1, rank do
+    if new[i] then out[i] = 1 else out[i] = size[k]; k = k + 1 end
+  end
+  return reshape_to(x, out)
+end
+
+function ops.Concat(ctx, inputs, attrs)
+  local list = {}
+  for i = 1, inputs.n do if inputs[i] then list[#list + 1] = inputs[i] end end
+  if #list == 0 then ctx:error("no inputs") end
+  local d = dim_of(ctx, attrs.axis or (ctx.opset < 4 and 1 or 0), list[1]:dim())
+  -- Empty tensors of rank 1 are skipped by some exporters' graphs.
+  local kept = {}
+  for _, t in ipairs(list) do
+    if not (t:numel() == 0 and t:dim() ~= list[1]:dim()) then kept[#kept + 1] = t end
+  end
+  if #kept == 1 then return kept[1] end
+  return tensor.cat(kept, d)
+end
+
+function ops.Split(ctx, inputs, attrs)
+  local x = inputs[1]
+  local d = dim_of(ctx, attrs.axis or 0, x:dim())
+  local n = x:size(d)
+  local sizes
+  if ctx.opset >= 13 then
+    sizes = inputs[2] and int_list(ctx, inputs[2])
+  else
+    sizes = attrs.split
+    if sizes == nil and ctx.opset < 2 and inputs[2] then sizes = int_list(ctx, inputs[2]) end
+  end
+  local count = #ctx.node.outputs
+  if sizes == nil or #sizes == 0 then
+    local parts = attrs.num_outputs or count
+    local each = -((-n) // parts)
+    sizes = {}
+    local left = n
+    for i = 1, parts do
+      sizes[i] = math.min(each, left)
+      left = left - sizes[i]
+    end
+  end
+  local outputs, start = {}, 1
+  for i, s in ipairs(sizes) do
+    outputs[i] = x:narrow(d, start, s)
+    start = start + s
+  end
+  if start - 1 ~= n then ctx:error("split sizes add up to %d, the axis has %d", start - 1, n) end
+  return table.unpack(outputs, 1, #sizes)
+end
+
+function ops.Slice(ctx, inputs, attrs)
+  local x = inputs[1]
+  local starts, ends, axes, steps
+  if ctx.opset < 10 then
+    starts, ends, axes = attrs.starts, attrs.ends, attrs.axes
+  else
+    starts, ends = int_list(ctx, inputs[2]), int_list(ctx, inputs[3])
+    axes = inputs[4] and int_list(ctx, inputs[4])
+    steps = inputs[5] and int_list(ctx, inputs[5])
+  end
+  local r = x:dim()
+  local y = x
+  for i = 1, #starts do
+    local d = dim_of(ctx, axes and axes[i] or i - 1, r)
+    local n = x:size(d)
+    local step = steps and steps[i] or 1
+    if step == 0 then ctx:error("step 0") end
+    local s, e = starts[i], ends[i]
+    if s < 0 then s = s + n end
+    if e < 0 then e = e + n end
+    local count
+    if step > 0 then
+      s = math.max(0, math.min(s, n))
+      e = math.max(0, math.min(e, n))
+      count = math.max(0, (e - s + step - 1) // step)
+    else
+      s = math.max(-1, math.min(s, n - 1))
+      e = math.max(-1, math.min(e, n - 1))
+      count = math.max(0, (s - e + (-step) - 1) // (-step))
+    end
+    y = strided(y, d, s, count, step)
+  end
+  return y
+end
+
+local function gather_dim(x, d, index)
+  -- index: any shape, 1-based i64: output = x's dims before d, index dims, after.
+  local size = x:size()
+  local flat = x:index_select(d, index:reshape(index:numel()))
+  local out = {}
+  for i = 1, d - 1 do out[#out + 1] = size[i] end
+  for _, s in ipairs(index:size()) do out[#out + 1] = s end
+  for i = d + 1, #size do out[#out + 1] = size[i] end
+  return reshape_to(flat, out)
+end
+
+function ops.Gather(ctx, inputs, attrs)
+  local x, index = inputs[1], inputs[2]
+  local d = dim_of(ctx, attrs.axis or 0, x:dim())
+  return gather_dim(x, d, one_based(index, x:size(d)))
+end
+
+function ops.GatherElements(ctx, inputs, attrs)
+  local x, index = inputs[1], inputs[2]
+  local d = dim_of(ctx, attrs.axis or 0, x:dim())
+  return x:gather(d, one_based(index, x:size(d)))
+end
+
+-- Flat 0-based positions of the index tuples (last dim of `index`) into
+-- `sizes` (one per tuple element), negative ones wrapped: an i64 tensor of
+-- index's shape without its last dim.
+local function linear_index(index, sizes)
+  local k = #sizes
+  local lin
+  local stride = 1
+  for j = k, 1, -1 do
+    local part = index:select(index:dim(), j):long()
+    part = tensor.where(part:lt(0), part + sizes[j], part)
+    local term = part * stride
+    lin = lin and lin + term or term
+    stride = stride * sizes[j]
+  end
+  return lin
+end
+
+function ops.GatherND(ctx, inputs, attrs)
+  local x, index = inputs[1], inputs[2]
+  local b = attrs.batch_dims or 0
+  local size, isize = x:size(), index:size()
+  local k = isize[#isize]
+  local batch = product(size, 1, b)
+  local tuple_sizes = {}
+  for j = 1, k do tuple_sizes[j] = size[b + j] end
+  local inner = product(tuple_sizes)
+  local rest = {}
+  for i = b + k + 1, #size do rest[#rest + 1] = size[i] end
+  local data = x:reshape(batch * inner, product(rest))
+  local lin = linear_index(index, tuple_sizes)                      -- [b..., q...]
+  local q = lin:numel() // math.max(batch, 1)
+  if b > 0 then
+    lin = lin:reshape(batch, q) + tensor.arange(batch):reshape(batch, 1) * inner
+  end
+  local picked = data:index_select(1, lin:reshape(lin:numel()) + 1)
+  local out = {}
+  for i = 1, #isize - 1 do out[#out + 1] = isize[i] end
+  for _, s in ipairs(rest) do out[#out + 1] = s end
+  return reshape_to(picked, out)
+end
+
+-- data with `updates` written (or added) at positions given as a scatter
+-- along dim d; lazily through scatter_add and a mask.
+local function scatter_elements(ctx, data, d, index, updates, reduction)
+  local zeros = tensor.zeros(data:size(), {dtype = data:dtype()})
+  local added = zeros:scatter_add(d, index, updates)
+  if reduction == "add" then return data + added end
+  local function count(flags)
+    return tensor.zeros(data:size(), {dtype = "f64"}):scatter_add(d, index, flags:to("f64"))
+  end
+  local hits = count(tensor.ones(index:size(), {dtype = "f64"})):gt(0)
+  if reduction == "none" then return tensor.where(hits, added, data) end
+  if reduction ~= "mul" then ctx:unsupported("reduction '%s'", reduction) end
+  -- The product of the updates per position: exp of the summed logs of
+  -- their magnitudes, the sign from the parity of the negatives, 0 where
+  -- one is 0.
+  local u = updates:to("f64")
+  local magnitude = count(tensor.where(u:eq(0), 1.0, u:abs()):log()):exp()
+  local negatives = count(u:lt(0))
+  local zeros = count(u:eq(0))
+  local sign = 1 - (negatives % 2) * 2
+  local factor = tensor.where(zeros:gt(0), 0.0, magnitude * sign)
+  local product = data:to("f64") * factor
+  if not is_float(data) then product = product:round() end
+  return tensor.where(hits, product:to(data:dtype()), data)
+end
+
+function ops.ScatterElements(ctx, inputs, attrs)
+  local data, index, updates = inputs[1], inputs[2], inputs[3]
+  local d = dim_of(ctx, attrs.axis or 0, data:dim())
+  return scatter_elements(ctx, data, d, one_based(index, data:size(d)), updates, attrs.reduction or "none")
+end
+
+ops.Scatter = ops.ScatterElements
+
+function ops.ScatterND(ctx, inputs, attrs)
+  local data, index, updates = inputs[1], inputs[2], inputs[3]
+  local size, isize = data:size(), index:size()
+  local k = isize[#isize]
+  local tuple_sizes = {}
+  for j = 1, k do tuple_sizes[j] = size[j] end
+  local rest = {}
+  for i = k + 1, #size do rest[#rest + 1] = size[i] end
+  local width = product(rest)
+  local flat = data:reshape(product(tuple_sizes), width)
+  local lin = linear_index(index, tuple_sizes)
+  local m = lin:numel()
+  local idx = (lin:reshape(m, 1) + 1):expand(m, width)
+  local upd = updates:reshape(m, width)
+  local y = scatter_elements(ctx, flat, 1, idx, upd, attrs.reduction or "none")
+  return reshape_to(y, size)
+end
+
+local function broadcast_shape(a, b)
+  local out = {}
+  local n = math.max(#a, #b)
+  for i = 1, n do
+    local x = a[#a - n + i] or 1
+    local y = b[#b - n + i] or 1
+    out[i] = x == 1 and y or x
+  end
+  return out
+end
+
+function ops.Expand(ctx, inputs)
+  local x = inputs[1]
+  local shape = broadcast_shape(x:size(), int_list(ctx, inputs[2]))
+  local lifted = {}
+  for i = 1, #shape - x:dim() do lifted[i] = 1 end
+  for _, s in ipairs(x:size()) do lifted[#lifted + 1] = s end
+  local y = reshape_to(x, lifted)
+  if #shape == 0 then return y end
+  return y:expand(table.unpack(shape)):contiguous()
+end
+
+function ops.Tile(ctx, inputs)
+  local x = inputs[1]
+  local reps = int_list(ctx, inputs[2])
+  if #reps ~= x:dim() then ctx:error("repeats has %d values for rank %d", #reps, x:dim()) end
+  if #reps == 0 then return x end
+  return x:tile(table.unpack(reps))
+end
+
+function ops.Pad(ctx, inputs, attrs)
+  local x = inputs[1]
+  local pads, value
+  local mode = attrs.mode or "constant"
+  if ctx.opset < 11 then
+    pads, value = attrs.pads or attrs.paddings, attrs.value or 0
+  else
+    pads = int_list(ctx, inputs[2])
+    value = inputs[3] and ctx:host(inputs[3])[1] or 0
+    if inputs[4] then ctx:unsupported("axes input") end
+  end
+  local r = x:dim()
+  if #pads ~= 2 * r then ctx:error("pads has %d values for rank %d", #pads, r) end
+  local torch_pads = {}
+  for i = r, 1, -1 do
+    torch_pads[#torch_pads + 1] = pads[i]
+    torch_pads[#torch_pads + 1] = pads[r + i]
+  end
+  local modes = {constant = "constant", reflect = "reflect", edge = "replicate", wrap = "circular"}
+  if modes[mode] == nil then ctx:error("unknown mode '%s'", mode) end
+  if value == true then value = 1 elseif value == false then value = 0 end
+  return tensor.pad(x, torch_pads, {mode = modes[mode], value = value})
+end
+
+function ops.Shape(ctx, inputs, attrs)
+  local size = inputs[1]:size()
+  local r = #size
+  local s, e = attrs.start or 0, attrs["end"] or r
+  if s < 0 then s = s + r end
+  if e < 0 then e = e + r end
+  s, e = math.max(0, math.min(s, r)), math.max(0, math.min(e, r))
+  local out = {}
+  for i = s + 1, e do out[#out + 1] = size[i] end
+  if #out == 0 then return tensor.zeros({0}, {dtype = "i64"}) end
+  return tensor.new(out)
+end
+
+function ops.Size(ctx, inputs)
+  return tensor.new(inputs[1]:numel())
+end
+
+local onnx_dtypes = {[1] = "f32", [2] = "i32", [3] = "i32", [4] = "i32", [5] = "i32", [6] = "i32",
+  [7] = "i64", [9] = "bool", [10] = "f32", [11] = "f64", [12] = "i64", [16] = "f32"}
+
+function ops.ConstantOfShape(ctx, inputs, attrs)
+  local shape = inputs[1] and int_list(ctx, inputs[1]) or {}
+  local v, dtype = 0.0, "f32"
+  if attrs.value then
+    dtype = attrs.value:dtype()
+    v = attrs.value:reshape(-1)[1]:item()
+  end
+  if #shape == 0 then return tensor.full({1}, v, {dtype = dtype}):reshape({}) end
+  return tensor.full(shape, v, {dtype = dtype})
+end
+
+function ops.Constant(ctx, inputs, attrs)
+  if attrs.value then return attrs.value end
+  if attrs.value_float then return tensor.new(attrs.value_float):float() end
+  if attrs.value_floats then return tensor.new(attrs.value_floats):float() end
+  if attrs.value_int then return tensor.new(attrs.value_int):long() end
+  if attrs.value_ints then
+    if #attrs.value_ints == 0 then return tensor.zeros({0}, {dtype = "i64"}) end
+    return tensor.new(attrs.value_ints):long()
+  end
+  if attrs.sparse_value then ctx:unsupported("sparse_value") end
+  if attrs.value_string or attrs.value_strings then ctx:unsupported("string tensors") end
+  ctx:error("no value attribute")
+end
+
+function ops.Identity(ctx, inputs)
+  return inputs[1]
+end
+
+function ops.Range(ctx, inputs)
+  local start, limit, delta = ctx:host(inputs[1])[1], ctx:host(inputs[2])[1], ctx:host(inputs[3])[1]
+  local dtype = inputs[1]:dtype()
+  if delta == 0 then ctx:error("delta is 0") end
+  local n = math.max(0, math.ceil((limit - start) / delta))
+  n = math.tointeger(n) or math.floor(n)
+  if n == 0 then return tensor.zeros({0}, {dtype = dtype}) end
+  local steps = tensor.arange(n):to(dtype)
+  return steps * delta + start
+end
+
+function ops.OneHot(ctx, inputs, attrs)
+  local index, depth_t, values = inputs[1], inputs[2], inputs[3]
+  local depth = math.tointeger(ctx:host(depth_t)[1]) or math.floor(ctx:host(depth_t)[1])
+  local r = index:dim() + 1
+  local d = dim_of(ctx, attrs.axis or -1, r)
+  local idx = index
+  if not (idx:dtype() == "i64" or idx:dtype() == "i32") then idx = idx:to("f64"):floor():long() end
+  idx = tensor.where(idx:lt(0), idx + depth, idx):long():unsqueeze(d)
+  local shape = filled(r, 1)
+  shape[d] = depth
+  local classes = tensor.arange(depth):reshape(table.unpack(shape))
+  local hot = idx:eq(classes)
+  local off = values:reshape(-1):narrow(1, 1, 1):reshape({})
+  local on = values:reshape(-1):narrow(1, 2, 1):reshape({})
+  return tensor.where(hot, on, off)
+end
+
+function ops.NonZero(ctx, inputs)
+  local x = inputs[1]
+  if x:dim() == 0 then x = x:reshape(1) end
+  local found = x:nonzero()
+  return (found - 1):t():contiguous()
+end
+
+function ops.Trilu(ctx, inputs, attrs)
+  local x = inputs[1]
+  local k = inputs[2] and int_list(ctx, inputs[2])[1] or 0
+  if (attrs.upper or 1) == 1 then return x:triu(k) end
+  return x:tril(k)
+end
+
+function ops.DepthToSpace(ctx, inputs, attrs)
+  local x = inputs[1]
+  local b = attrs.blocksize
+  local n, c, h, w = table.unpack(x:size())
+  local y
+  if (attrs.mode or "DCR") == "DCR" then
+    y = x:reshape(n, b, b, c // (b * b), h, w):permute(1, 4, 5, 2, 6, 3)
+  else
+    y = x:reshape(n, c // (b * b), b, b, h, w):permute(1, 2, 5, 3, 6, 4)
+  end
+  return y:reshape(n, c // (b * b), h * b, w * b)
+end
+
+function ops.SpaceToDepth(ctx, inputs, attrs)
+  local x = inputs[1]
+  local b = attrs.blocksize
+  local n, c, h, w = table.unpack(x:size())
+  return x:reshape(n, c, h // b, b, w // b, b):permute(1, 4, 6, 2, 3, 5):reshape(n, c * b * b, h // b, w // b)
+end
+
+function ops.EyeLike(ctx, inputs, attrs)
+  local x = inputs[1]
+  local rows, cols = x:size(1), x:size(2)
+  local k = attrs.k or 0
+  local dtype = attrs.dtype and onnx_dtypes[attrs.dtype] or x:dtype()
+  local hit = (tensor.arange(rows):reshape(rows, 1) + k):eq(tensor.arange(cols):reshape(1, cols))
+  return hit:to(dtype)
+end
+
+function ops.Compress(ctx, inputs, attrs)
+  local x, condition = inputs[1], inputs[2]
+  local flags = ctx:host(condition)
+  local picked = {}
+  for i, f in ipairs(flags) do
+    if f == true or (f ~= false and f ~= 0) then picked[#picked + 1] = i end
+  end
+  local source, d = x, nil
+  if attrs.axis then
+    d = dim_of(ctx, attrs.axis, x:dim())
+  else
+    source, d = x:reshape(x:numel()), 1
+  end
+  if #picked == 0 then return source:narrow(d, 1, 0) end
+  return source:index_select(d, tensor.new(picked))
+end
+
+-- Reverses the first sequence_lens[b] steps of each batch entry b: a gather
+-- along the time axis with index len-1-t for t < len, t after.
+function ops.ReverseSequence(ctx, inputs, attrs)
+  local x, lens = inputs[1], inputs[2]:long()
+  local time = dim_of(ctx, attrs.time_axis or 0, x:dim())
+  local batch = dim_of(ctx, attrs.batch_axis or 1, x:dim())
+  local steps, batches = x:size(time), x:size(batch)
+  local shape = filled(x:dim(), 1)
+  shape[time] = steps
+  local t = tensor.arange(steps):reshape(table.unpack(shape))
+  shape[time], shape[batch] = 1, batches
+  local len = lens:reshape(table.unpack(shape))
+  local index = tensor.where(t:lt(len), len - 1 - t, t) + 1
+  return x:gather(time, index:expand(table.unpack(x:size())):contiguous())
+end
+
+-- Unique reads its input (the output's shape depends on the values); the
+-- unique values are then an index_select of x, so they keep a gradient.
+function ops.Unique(ctx, inputs, attrs)
+  local x = inputs[1]
+  local source, d = x, 1
+  if attrs.axis then
+    d = dim_of(ctx, attrs.axis, x:dim())
+  else
+    source = x:reshape(x:numel())
+  end
+  local n = source:size(d)
+  -- Each slice along d as a list of values, in row-major order.
+  local moved = source:transpose(1, d):contiguous()
+  local flat = ctx:host(moved)
+  local width = n > 0 and #flat // n or 0
+  local function slice(i)
+    local list = {}
+    for k = 1, width do list[k] = flat[(i - 1) * width + k] end
+    return list
+  end
+  local function less(a, b)
+    for k = 1, width do
+      if a[k] ~= b[k] then return a[k] < b[k] end
+    end
+    return false
+  end
+  local function key(list)
+    local parts = {}
+    for k, v in ipairs(list) do parts[k] = string.format("%.17g", v) end
+    return table.concat(parts, ",")
+  end
+  local first, order, counts, slot_of = {}, {}, {}, {}
+  local inverse_key = {}
+  for i = 1, n do
+    local k = key(slice(i))
+    inverse_key[i] = k
+    if slot_of[k] == nil then
+      order[#order + 1] = k
+      slot_of[k] = #order
+      first[k] = i
+      counts[k] = 0
+    end
+    counts[k] = counts[k] + 1
+  end
+  if (attrs.sorted or 1) == 1 then
+    table.sort(order, function(a, b) return less(slice(first[a]), slice(first[b])) end)
+  end
+  local position, picked, first_list, count_list = {}, {}, {}, {}
+  for j, k in ipairs(order) do
+    position[k] = j - 1
+    picked[j] = first[k]
+    first_list[j] = first[k] - 1
+    count_list[j] = counts[k]
+  end
+  local inverse = {}
+  for i = 1, n do inverse[i] = position[inverse_key[i]] end
+  local function ints(list)
+    if #list == 0 then return tensor.zeros({0}, {dtype = "i64"}) end
+    return tensor.new(list)
+  end
+  local y = #picked == 0 and source:narrow(d, 1, 0) or source:index_select(d, tensor.new(picked))
+  return y, ints(first_list), ints(inverse), ints(count_list)
+end
+
+-- NonMaxSuppression reads the boxes and scores (the number of boxes kept
+-- depends on them): [k, 3] rows of (batch, class, box), ONNX's greedy
+-- selection per batch and class.
+function ops.NonMaxSuppression(ctx, inputs, attrs)
+  local boxes, scores = inputs[1], inputs[2]
+  local max_out = inputs[3] and ctx:host(inputs[3])[1] or 0
+  local iou_threshold = inputs[4] and ctx:host(inputs[4])[1] or 0
+  local score_threshold = inputs[5] and ctx:host(inputs[5])[1]
+  local center = (attrs.center_point_box or 0) == 1
+  local nb, nbox = boxes:size(1), boxes:size(2)
+  local nc = scores:size(2)
+  local box_values, score_values = ctx:host(boxes), ctx:host(scores)
+  local function corners(b, i)
+    local base = ((b - 1) * nbox + (i - 1)) * 4
+    local a1, a2, a3, a4 = box_values[base + 1], box_values[base + 2], box_values[base + 3], box_values[base + 4]
+    if center then
+      -- [x_center, y_center, width, height]
+      return a2 - a4 / 2, a1 - a3 / 2, a2 + a4 / 2, a1 + a3 / 2
+    end
+    -- [y1, x1, y2, x2], either corner first
+    return math.min(a1, a3), math.min(a2, a4), math.max(a1, a3), math.max(a2, a4)
+  end
+  local function iou(b, i, j)
+    local ay1, ax1, ay2, ax2 = corners(b, i)
+    local by1, bx1, by2, bx2 = corners(b, j)
+    local ih = math.max(0, math.min(ay2, by2) - math.max(ay1, by1))
+    local iw = math.max(0, math.min(ax2, bx2) - math.max(ax1, bx1))
+    local inter = ih * iw
+    local union = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter
+    if union <= 0 then return 0 end
+    return inter / union
+  end
+  local rows = {}
+  for b = 1, nb do
+    for c = 1, nc do
+      local candidates = {}
+      for i = 1, nbox do
+        local score = score_values[((b - 1) * nc + (c - 1)) * nbox + i]
+        if score_threshold == nil or score > score_threshold then
+          candidates[#candidates + 1] = {i = i, score = score}
+        end
+      end
+      table.sort(candidates, function(p, q)
+        if p.score ~= q.score then return p.score > q.score end
+        return p.i < q.i
+      end)
+      local kept = {}
+      for _, cand in ipairs(candidates) do
+        if #kept >= max_out then break end
+        local keep = true
+        for _, k in ipairs(kept) do
+          if iou(b, cand.i, k) > iou_threshold then keep = false; break end
+        end
+        if keep then
+          kept[#kept + 1] = cand.i
+          rows[#rows + 1] = {b - 1, c - 1, cand.i - 1}
+        end
+      end
+    end
+  end
+  if #rows == 0 then return tensor.zeros({0, 3}, {dtype = "i64"}) end
+  return tensor.new(rows)
+end
+
+-- Resize ---------------------------------------------------------------------
+
+-- The source coordinate of output position i (0-based) along one dim.
+local function source_coordinate(mode, i, scale, in_size, out_size, roi_start, roi_end)
+  if mode == "half_pixel" then return (i + 0.5) / scale - 0.5 end
+  if mode == "pytorch_half_pixel" then
+    if out_size > 1 then return (i + 0.5) / scale - 0.5 end
+    return 0
+  end
+  if mode == "align_corners" then
+    if out_size == 1 then return 0 end
+    return i * (in_size - 1) / (out_size - 1)
+  end
+  if mode == "asymmetric" then return i / scale end
+  if mode == "tf_half_pixel_for_nn" then return (i + 0.5) / scale end
+  if mode == "tf_crop_and_resize" then
+    if out_size > 1 then
+      return roi_start * (in_size - 1) + i * (roi_end - roi_start) * (in_size - 1) / (out_size - 1)
+    end
+    return 0.5 * (roi_start + roi_end) * (in_size - 1)
+  end
+  return nil
+end
+
+local function round_half(x, nearest_mode)
+  if nearest_mode == "round_prefer_ceil" then return math.floor(x + 0.5) end
+  if nearest_mode == "floor" then return math.floor(x) end
+  if nearest_mode == "ceil" then return math.ceil(x) end
+  -- round_prefer_floor
+  if x - math.floor(x) == 0.5 then return math.floor(x) end
+  return math.floor(x + 0.5)
+end
+
+local function cubic_weights(t, a)
+  local function w(d)
+    d = math.abs(d)
+    if d <= 1 then return ((a + 2) * d - (a + 3)) * d * d + 1 end
+    if d < 2 then return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a end
+    return 0
+  end
+  return {w(t + 1), w(t), w(1 - t), w(2 - t)}
+end
+
+-- One dim of a resize: out[i] = sum_k weight[i][k] * x[tap[i][k]] (taps may
+-- fall outside: then the weights are renormalized or the extrapolation value
+-- used).
+local function resize_dim(ctx, x, d, out_size, out_length, scale, attrs, mode, roi_start, roi_end)
+  local in_size = x:size(d)
+  local coordinate_mode = attrs.coordinate_transformation_mode or "half_pixel"
+  if ctx.op_type_is_upsample then coordinate_mode = "asymmetric" end
+  local nearest_mode = attrs.nearest_mode or "round_prefer_floor"
+  if ctx.opset < 11 then coordinate_mode, nearest_mode = "asymmetric", "floor" end
+  local exclude_outside = (attrs.exclude_outside or 0) == 1
+  local extrapolation = attrs.extrapolation_value or 0
+  local taps, weights, outside = {}, {}, {}
+  local width = mode == "nearest" and 1 or (mode == "linear" and 2 or 4)
+  for i = 0, out_size - 1 do
+    local xo = source_coordinate(coordinate_mode, i, scale, in_size, out_length, roi_start, roi_end)
+    if xo == nil then ctx:error("unknown coordinate_transformation_mode '%s'", coordinate_mode) end
+    local row_taps, row_weights = {}, {}
+    if coordinate_mode == "tf_crop_and_resize" and (xo < 0 or xo > in_size - 1) then
+      outside[i + 1] = true
+    end
+    if mode == "nearest" then
+      local j = round_half(xo, nearest_mode)
+      row_taps[1], row_weights[1] = math.max(0, math.min(in_size - 1, j)), 1
+    elseif mode == "linear" then
+      local clamped = math.max(0, math.min(in_size - 1, xo))
+      if coordinate_mode == "tf_crop_and_resize" then clamped = xo end
+      local j = math.floor(clamped)
+      local t = clamped - j
+      row_taps = {math.max(0, math.min(in_size - 1, j)), math.max(0, math.min(in_size - 1, j + 1))}
+      row_weights = {1 - t, t}
+    else
+      local j = math.floor(xo)
+      local t = xo - j
+      local cw = cubic_weights(t, attrs.cubic_coeff_a or -0.75)
+      local sum = 0
+      for k = 1, 4 do
+        local p = j - 2 + k
+        if p < 0 or p >= in_size then
+          if exclude_outside then cw[k] = 0 end
+        end
+        sum = sum + cw[k]
+        row_taps[k] = math.max(0, math.min(in_size - 1, p))
+      end
+      if exclude_outside then for k = 1, 4 do cw[k] = cw[k] / sum end end
+      row_weights = cw
+    end
+    taps[i + 1], weights[i + 1] = row_taps, row_weights
+  end
+  local y
+  local shape = filled(x:dim(), 1)
+  shape[d] = out_size
+  for k = 1, width do
+    local idx, wk = {}, {}
+    for i = 1, out_size do
+      idx[i] = taps[i][k] + 1
+      wk[i] = weights[i][k]
+    end
+    local picked = x:index_select(d, tensor.new(idx))
+    local term
+    if width == 1 then
+      term = picked
+    else
+      term = picked * tensor.new(wk):to(x:dtype()):reshape(table.unpack(shape))
+    end
+    y = y and y + term or term
+  end
+  if next(outside) then
+    local mask = {}
+    for i = 1, out_size do mask[i] = outside[i] == true end
+    y = y:masked_fill(tensor.new(mask):reshape(table.unpack(shape)), extrapolation)
+  end
+  return y
+end
+
+local function resize(ctx, x, scales, sizes, attrs, mode, roi)
+  local r = x:dim()
+  if mode == "bilinear" then mode = "linear" end
+  if mode == "cubic" and not is_float(x) then ctx:error("cubic needs a float input") end
+  if mode ~= "nearest" and mode ~= "linear" and mode ~= "cubic" then ctx:error("unknown mode '%s'", mode) end
+  local y = x
+  for d = 1, r do
+    local in_size = x:size(d)
+    local out_size, scale, out_length
+    if sizes then
+      out_size = sizes[d]
+      scale = out_size / in_size
+      out_length = out_size
+    else
+      scale = scales[d]
+      out_size = math.floor(in_size * scale + 1e-9)
+      -- The coordinate formulas use the unrounded output length.
+      out_length = in_size * scale
+    end
+    local roi_start, roi_end = 0, 1
+    if roi and #roi == 2 * r then roi_start, roi_end = roi[d], roi[r + d] end
+    local identity = out_size == in_size and scale == 1 and
+      (attrs.coordinate_transformation_mode or "half_pixel") ~= "tf_crop_and_resize"
+    if not identity then
+      if mode ~= "nearest" and not is_float(y) then y = y:float() end
+      y = resize_dim(ctx, y, d, out_size, out_length, scale, attrs, mode, roi_start, roi_end)
+    end
+  end
+  return y
+end
+
+function ops.Resize(ctx, inputs, attrs)
+  local x = inputs[1]
+  local mode = attrs.mode or "nearest"
+  local scales, sizes, roi
+  if ctx.opset < 11 then
+    scales = int_list(ctx, inputs[2])
+  else
+    roi = inputs[2] and inputs[2]:numel() > 0 and ctx:host(inputs[2]) or nil
+    scales = inputs[3] and inputs[3]:numel() > 0 and ctx:host(inputs[3]) or nil
+    sizes = inputs[4] and inputs[4]:numel() > 0 and int_list(ctx, inputs[4]) or nil
+  end
+  if (attrs.keep_aspect_ratio_policy or "stretch") ~= "stretch" then
+    ctx:unsupported("keep_aspect_ratio_policy")
+  end
+  if attrs.axes then ctx:unsupported("axes") end
+  if scales == nil and sizes == nil then ctx:error("neither scales nor sizes") end
+  return resize(ctx, x, scales, sizes, attrs, mode, roi)
+end
+
+function ops.Upsample(ctx, inputs, attrs)
+  local x = inputs[1]
+  local scales = attrs.scales
+  if scales == nil and inputs[2] then scales = ctx:host(inputs[2]) end
+  if scales == nil then
+    if attrs.height_scale then
+      scales = {1, 1, attrs.height_scale, attrs.width_scale}
+    else
+      ctx:error("no scales")
+    end
+  end
+  local c = setmetatable({op_type_is_upsample = true, opset = 9}, {__index = ctx})
+  return resize(c, x, scales, nil, {}, attrs.mode or "nearest", nil)
+end
+
+return ops
