@@ -37,6 +37,24 @@ h.test("a loop over batches through an imported model compiles once", function()
   end
 end)
 
+h.test("a convolution model: the suite's output, then one graph for every batch", function()
+  local model = onnx.load(data .. "test_Conv2d/model.onnx")
+  local x = onnx.read_tensor(data .. "test_Conv2d/test_data_set_0/input_0.pb")
+  local want = onnx.read_tensor(data .. "test_Conv2d/test_data_set_0/output_0.pb")
+  h.near(model(x), want:tolist(), {rel = 1e-3, abs = 1e-5})
+  tensor.mark_step()
+  local misses
+  for step = 1, 5 do
+    local y = model(x * (1 + step / 10))
+    tensor.mark_step()
+    if step == 1 then misses = tensor.metrics().cache_misses end
+    if not tensor.is_eager() then
+      assert(tensor.metrics().cache_misses == misses, "a new graph at step " .. step)
+    end
+    assert(y:size(1) == want:size(1) and y:size(2) == want:size(2))
+  end
+end)
+
 h.test("an imported model's initializers train", function()
   local model = onnx.load(data .. "test_Linear/model.onnx")
   local params = model:parameters()
