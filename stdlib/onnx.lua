@@ -125,14 +125,14 @@ function onnx.load(path)
   return onnx.from_table(native.onnx_decode_model(bytes))
 end
 
--- Reads a TensorProto file (a test case's input_0.pb): tensor, name.
+-- Reads a TensorProto file (a test case's input_0.pb): tensor, name, and
+-- the ONNX element type in the file (1 FLOAT, 4 UINT16, ...).
 function onnx.read_tensor(path)
   local file, message = io.open(path, "rb")
   if not file then error("onnx.read_tensor: cannot open " .. message, 2) end
   local bytes = file:read("a")
   file:close()
-  local t, name = native.onnx_decode_tensor(bytes)
-  return t, name
+  return native.onnx_decode_tensor(bytes)
 end
 
 -- The initializers of float type: the trainable tensors, in file order.
