@@ -107,31 +107,10 @@ void push_node(lua_State* L, const Graph& graph, int position) {
 // tensor.graph(t1, t2, ...) or tensor.graph({t1, t2, ...}): {nodes = {...},
 // outputs = {...}}; see docs/tensor_api.md.
 int graph(lua_State* L) {
-  std::vector<Tensor> tensors;
-  if (lua_type(L, 1) == LUA_TTABLE && !to_tensor(L, 1)) {
-    const int64_t count = static_cast<int64_t>(lua_rawlen(L, 1));
-    for (int64_t i = 1; i <= count; i++) {
-      lua_rawgeti(L, 1, i);
-      const Tensor* tensor = to_tensor(L, -1);
-      lua_pop(L, 1);
-      if (!tensor || !*tensor) argument_error(1, "graph", "expected a list of tensors");
-      tensors.push_back(*tensor);
-    }
-  } else {
-    for (int arg = 1; arg <= lua_gettop(L); arg++) tensors.push_back(check_tensor(L, arg, "graph"));
-  }
+  const std::vector<Tensor> tensors = tensor_arguments(L, 1, "graph");
   if (tensors.empty()) argument_error(1, "graph", "expected at least one tensor");
-  Context* context = tensor_context(L);
-  // As tensor.ir: temporary tensors whose pending values are the given
-  // tensors' values (a data tensor is one parameter leaf), so a tensor
-  // given twice is one output node twice and nothing is synced.
-  std::vector<Tensor> values;
-  std::vector<TensorImpl*> roots;
-  for (const Tensor& tensor : tensors) {
-    values.push_back(Tensor(new TensorImpl(context, value_of(tensor))));
-    roots.push_back(values.back().get());
-  }
-  const Graph extracted = context->extract(roots);
+  std::vector<Tensor> keep;
+  const Graph extracted = values_graph(tensor_context(L), tensors, keep);
   lua_createtable(L, 0, 2);
   lua_createtable(L, static_cast<int>(extracted.nodes.size()), 0);
   for (size_t i = 0; i < extracted.nodes.size(); i++) {

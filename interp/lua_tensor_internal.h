@@ -107,6 +107,11 @@ void push_element(lua_State* L, const Array& a, const int64_t* index);
 
 // Registers the lazy-mode functions (mark_step, sync, metrics, ir ...).
 void register_lazy_functions(lua_State* L);
+// The tensors given as arguments first..top, or in one table at first.
+std::vector<Tensor> tensor_arguments(lua_State* L, int first, const char* function);
+// The graph of the tensors' current values (tensor.ir, tensor.graph): no
+// sync; `keep` must outlive the graph (lua_tensor_lazy.cpp).
+Graph values_graph(Context* context, const std::vector<Tensor>& tensors, std::vector<Tensor>& keep);
 void register_profile_functions(lua_State* L);
 // tensor.graph: the IR as Lua tables (lua_tensor_graph.cpp).
 void register_graph_functions(lua_State* L);

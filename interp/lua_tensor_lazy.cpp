@@ -10,7 +10,6 @@
 #include "tensor/blas.h"
 
 namespace lazylua::binding {
-namespace {
 
 // The tensors given as arguments first..top (or in one table at first).
 std::vector<Tensor> tensor_arguments(lua_State* L, int first, const char* function) {
@@ -30,6 +29,22 @@ std::vector<Tensor> tensor_arguments(lua_State* L, int first, const char* functi
     tensors.push_back(check_tensor(L, arg, function));
   return tensors;
 }
+
+// As tensor.ir shows them: temporary tensors whose pending values are the
+// given tensors' current values (a data tensor is one parameter leaf), so
+// nothing is synced and a tensor given twice is one output twice. `keep`
+// holds the temporaries: the graph points at their nodes.
+Graph values_graph(Context* context, const std::vector<Tensor>& tensors,
+                   std::vector<Tensor>& keep) {
+  std::vector<TensorImpl*> roots;
+  for (const Tensor& tensor : tensors) {
+    keep.push_back(Tensor(new TensorImpl(context, value_of(tensor))));
+    roots.push_back(keep.back().get());
+  }
+  return context->extract(roots);
+}
+
+namespace {
 
 int mark_step(lua_State* L) {
   tensor_context(L)->mark_step();
@@ -210,17 +225,8 @@ enum class GraphForm { ir, dot, code };
 template <GraphForm form>
 int show_graph(lua_State* L) {
   const char* name = form == GraphForm::ir ? "ir" : form == GraphForm::dot ? "dot" : "code";
-  const std::vector<Tensor> tensors = tensor_arguments(L, 1, name);
-  Context* context = tensor_context(L);
-  // Temporary tensors whose pending values are the given tensors' values
-  // (a data tensor shows as one parameter).
-  std::vector<Tensor> values;
-  std::vector<TensorImpl*> roots;
-  for (const Tensor& tensor : tensors) {
-    values.push_back(Tensor(new TensorImpl(context, value_of(tensor))));
-    roots.push_back(values.back().get());
-  }
-  const Graph graph = context->extract(roots);
+  std::vector<Tensor> keep;
+  const Graph graph = values_graph(tensor_context(L), tensor_arguments(L, 1, name), keep);
   const std::string text = form == GraphForm::ir    ? graph_text(graph)
                            : form == GraphForm::dot ? graph_dot(graph)
                                                     : compiler::generated_source(graph);

@@ -437,6 +437,35 @@ function h.read_bytes(path)
   return bytes
 end
 
+-- Protocol buffer wire format by hand: the tests of the checkpoint and
+-- ONNX decoders build their bytes without the code under test.
+function h.varint(n)
+  local bytes = {}
+  repeat
+    local low = n & 0x7f
+    n = n >> 7
+    bytes[#bytes + 1] = string.char(n ~= 0 and (low | 0x80) or low)
+  until n == 0
+  return table.concat(bytes)
+end
+function h.pb_field(number, wire_type) return h.varint(number << 3 | wire_type) end
+function h.pb_bytes(number, value) return h.pb_field(number, 2) .. h.varint(#value) .. value end
+
+-- Paths of temporary files: temp("a.npy") names one, remove_all() deletes
+-- every one named.
+function h.temp_paths()
+  local base = os.tmpname()
+  local created = {base}
+  local function temp(name)
+    created[#created + 1] = base .. "." .. name
+    return created[#created]
+  end
+  local function remove_all()
+    for _, path in ipairs(created) do os.remove(path) end
+  end
+  return temp, remove_all
+end
+
 function h.write_bytes(path, bytes)
   local f = assert(io.open(path, "wb"))
   f:write(bytes)

@@ -6,12 +6,7 @@ local data = require "data"
 local progress = require "progress"
 local native = require "stdlib.native"
 
-local base = os.tmpname()
-local created = {base}
-local function temp(name)
-  created[#created + 1] = base .. "." .. name
-  return base .. "." .. name
-end
+local temp, remove_temporaries = h.temp_paths()
 
 local read_bytes, write_bytes = h.read_bytes, h.write_bytes
 
@@ -420,5 +415,5 @@ h.test("DataLoader drives the progress display", function()
   assert(out2:text():find("epoch 1: 1/1 %(100%%%).*sum=396\n$"), out2:text())
 end)
 
-for _, path in ipairs(created) do os.remove(path) end
+remove_temporaries()
 h.done("test_data")

@@ -145,17 +145,7 @@ end, "scan", "too many elements")
 -- ---- A checkpoint that claims an absurd shape ----
 
 -- Protocol buffer wire format (interp/checkpoint.proto), by hand.
-local function varint(n)
-  local bytes = {}
-  repeat
-    local low = n & 0x7f
-    n = n >> 7
-    bytes[#bytes + 1] = string.char(n ~= 0 and (low | 0x80) or low)
-  until n == 0
-  return table.concat(bytes)
-end
-local function field(number, wire_type) return varint(number << 3 | wire_type) end
-local function bytes_field(number, value) return field(number, 2) .. varint(#value) .. value end
+local varint, field, bytes_field = h.varint, h.pb_field, h.pb_bytes
 
 local crc_table = {}
 for i = 0, 255 do

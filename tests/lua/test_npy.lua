@@ -5,12 +5,7 @@
 -- files against NumPy itself.
 local h = dofile("helpers.lua")
 
-local base = os.tmpname()
-local created = {base}
-local function temp(name)
-  created[#created + 1] = base .. "." .. name
-  return base .. "." .. name
-end
+local temp, remove_temporaries = h.temp_paths()
 
 h.test("save_npy writes NumPy's version 1.0 layout", function()
   local path = temp("layout.npy")
@@ -115,5 +110,5 @@ h.test("bad arguments", function()
   h.check(tensor.load_npy(temp("a.npy")), "f32", {1, 1})
 end)
 
-for _, path in ipairs(created) do os.remove(path) end
+remove_temporaries()
 h.done("test_npy")

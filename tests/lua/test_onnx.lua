@@ -9,30 +9,13 @@ local h = dofile("helpers.lua")
 local onnx = require "onnx"
 local native = require "stdlib.native"
 
-local base = os.tmpname()
-local created = {base}
-local function temp(name)
-  created[#created + 1] = base .. "." .. name
-  return base .. "." .. name
-end
+local temp, remove_temporaries = h.temp_paths()
 
--- A protobuf varint and fields, written by hand: the bytes of a
--- TensorProto are checked against an encoding made without the codec.
-local function varint(n)
-  local bytes = {}
-  repeat
-    local byte = n & 0x7f
-    n = n >> 7
-    bytes[#bytes + 1] = string.char(n ~= 0 and (byte | 0x80) or byte)
-  until n == 0
-  return table.concat(bytes)
-end
-local function field(number, wire, payload)
-  return varint(number << 3 | wire) .. payload
-end
-local function length_delimited(number, bytes)
-  return field(number, 2, varint(#bytes) .. bytes)
-end
+-- TensorProto bytes by hand (h.varint, h.pb_field, h.pb_bytes): field k
+-- with a varint payload, and a length-delimited one.
+local varint = h.varint
+local function field(number, wire, payload) return h.pb_field(number, wire) .. payload end
+local length_delimited = h.pb_bytes
 
 h.test("a TensorProto written by hand decodes (raw_data, typed fields, element types)", function()
   -- dims = 1 (int64), data_type = 2, raw_data = 9, name = 8
@@ -190,5 +173,5 @@ h.test("bad files and bad calls are clear errors", function()
   h.still_works()
 end)
 
-for _, path in ipairs(created) do os.remove(path) end
+remove_temporaries()
 h.done("test_onnx")
