@@ -15,8 +15,8 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/lazylua_ddp_test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 # Open MPI refuses root without these; tests run on localhost only.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# ctest runs other tests beside these: a rank waiting in a collective
-# yields its core instead of spinning on it.
+# A rank waiting in a collective yields its core instead of spinning on
+# it (3 ranks share 2 cores).
 export OMPI_MCA_mpi_yield_when_idle=1
 # Under the sanitizer build (.ci/run): Open MPI's components allocate at
 # MPI_Init and are unloaded before exit, so their memory shows as leaks with
