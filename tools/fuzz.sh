@@ -27,7 +27,7 @@ limit=${FUZZ_TIMEOUT:-900}
 memory=${FUZZ_MEMORY_KB:-8000000}
 case $lazylua in /*) ;; *) lazylua=$root/$lazylua ;; esac
 [ -x "$lazylua" ] || { echo "fuzz.sh: no program at $lazylua (build first, or set LAZYLUA)"; exit 2; }
-if ldd "$lazylua" | grep -q libasan; then memory=unlimited; fi
+if ldd "$lazylua" | grep libasan >/dev/null; then memory=unlimited; fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

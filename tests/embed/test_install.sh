@@ -71,7 +71,9 @@ grep '#include "' "$prefix/include/lazylua.h" "$prefix/include/lazylua.hpp" |
 for library in "$prefix/lib/liblazylua.so.0" "$prefix/lib/lua/5.4/lazylua.so"; do
   if ldd "$library" | grep -i readline; then fail "$library links readline"; fi
 done
-ldd "$prefix/bin/lazylua" | grep -q libreadline || fail "the lazylua program lost readline"
+# grep without -q reads all of ldd's output: with -q it stops at the match,
+# ldd gets SIGPIPE, and pipefail reports the pipeline as failed.
+ldd "$prefix/bin/lazylua" | grep libreadline >/dev/null || fail "the lazylua program lost readline"
 
 # 4. Stock lua5.4 and the installed module: every stdlib module by its
 # qualified name, each as the first require of its process; the short names

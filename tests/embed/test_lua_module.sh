@@ -32,7 +32,7 @@ $expected"
 # luaopen_lazylua_<name> for each stdlib module), Lua is not linked in twice
 # (the module uses the Lua of the program that loads it), and GNU readline
 # (GPL) is not linked at all.
-if ldd "$1/lazylua.so" | grep -q liblua; then fail "lazylua.so links a Lua library"; fi
+if ldd "$1/lazylua.so" | grep liblua >/dev/null; then fail "lazylua.so links a Lua library"; fi
 if ldd "$1/lazylua.so" | grep -i readline; then fail "lazylua.so links readline"; fi
 exported=$(nm -D --defined-only "$1/lazylua.so" | awk '{print $3}' | sort)
 expected=$( (echo luaopen_lazylua; for file in "$2"/stdlib/*.lua; do
