@@ -33,11 +33,6 @@ end
 
 local function decode(path) return native.onnx_decode_model(h.read_bytes(path)) end
 
--- The re-import's ops: onnx.ops, and for the ops not there yet (the import
--- op library is written in parallel) plain implementations from
--- onnx_reference_ops.lua.
-local supplied = dofile("onnx_reference_ops.lua").install(onnx)
-
 -- The model function of a Fashion-MNIST script (its spec's `model`), read
 -- without running the training: the script's dofile of fashion_common.lua
 -- gets a stand-in whose run keeps the spec.
@@ -311,8 +306,4 @@ h.test("an op with no ONNX form is an error naming it and its line", function()
   h.still_works()
 end)
 
-if #supplied > 0 then
-  table.sort(supplied)
-  io.write("re-import used onnx_reference_ops.lua for: ", table.concat(supplied, " "), "\n")
-end
 h.done("test_onnx_export")
