@@ -6,39 +6,19 @@
 # mpirun: only rank 0 prints and writes, the ranks end with identical
 # parameters, --resume works with as many ranks and refuses another count.
 # Every mpirun is bounded by `timeout`.
-set -u
-LAZYLUA=${1:?usage: bash test_ddp_equivalence.sh /path/to/lazylua [mpirun]}
 MPIEXEC=${2:-mpirun}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SCRIPTS=$HERE/../../scripts
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/lazylua_ddp_test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-# Open MPI refuses root without these; tests run on localhost only.
+# LAZYLUA, WORK (removed at exit), check and finish.
+source "$HERE/../cli/lib.sh"
+# Open MPI refuses root without these; tests run on localhost only. The
+# other two as in lib.sh of this folder: waiting ranks yield their core, and
+# no leak checks for ranks under the sanitizer build.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# A rank waiting in a collective yields its core instead of spinning on
-# it (3 ranks share 2 cores).
 export OMPI_MCA_mpi_yield_when_idle=1
-# Under the sanitizer build (.ci/run): Open MPI's components allocate at
-# MPI_Init and are unloaded before exit, so their memory shows as leaks with
-# no frames to name; leak checking is off for the ranks (every other ASan
-# check stays on; the one-rank paths are leak-checked by the Lua tests; see lib.sh).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export LAZYLUA_PROGRESS=0 LAZYLUA_CACHE_DIR=$WORK/cache
-unset LAZYLUA_EAGER LAZYLUA_COMPILE
-
-failures=0
-cases=0
-check() {
-  local name=$1
-  shift
-  cases=$((cases + 1))
-  if "$@"; then
-    echo "ok   $name"
-  else
-    echo "FAIL $name: $*"
-    failures=$((failures + 1))
-  fi
-}
+export LAZYLUA_PROGRESS=0
+unset LAZYLUA_COMPILE
 
 # ranks N ARGS...: the lazylua program on N ranks of this machine, at most 180 s.
 ranks() {
@@ -158,5 +138,4 @@ ranks 2 "$SCRIPTS/fashion_mnist.lua" "$SMALL" --batch 127 --out "$OUT" >"$WORK/o
 check "--batch 127 on 2 ranks: fails" test $? != 0
 check "--batch 127 on 2 ranks: says why" grep -q -- '--batch 127 (the global batch) does not divide among 2 ranks' "$WORK/odd.out"
 
-echo "$((cases - failures)) of $cases cases passed"
-[ "$failures" -eq 0 ]
+finish
