@@ -60,6 +60,12 @@ function Context:unsupported(fmt, ...)
   error(string.format("onnx: %s: unsupported: " .. fmt, describe_node(self.node, self.opset), ...), 0)
 end
 
+-- Whether input `slot` is known on the host (an initializer, a Constant,
+-- a host op's output): reading it with ctx:host costs no sync.
+function Context:on_host(slot)
+  return self.host_inputs[slot] == true
+end
+
 -- The values of a small (shape-like) tensor as a flat Lua list.
 function Context:host(t)
   if t == nil then return nil end
@@ -142,9 +148,35 @@ function Model:parameters()
   return list
 end
 
+-- Runs one node's op function (eagerly when `eager`: its output must be
+-- data) and returns its results packed. An error raised inside it by a
+-- tensor op ("reshape: ...") gets the node's description in front, so a
+-- model's user learns which node failed; ctx:error's messages name it
+-- already. Errors deferred to a sync are raised there, by the sync, with
+-- the Lua line of the model call (docs/onnx.md).
+local function run_node(op, ctx, inputs, node, opset, eager)
+  local packed
+  local ok, message = pcall(function()
+    if eager then
+      packed = table.pack(native.onnx_eager_call(op, ctx, inputs, node.attributes))
+    else
+      packed = table.pack(op(ctx, inputs, node.attributes))
+    end
+  end)
+  if ok then return packed end
+  if type(message) ~= "string" or message:find("^onnx: ") or message:find("interrupted!$") then
+    error(message, 0)
+  end
+  error(string.format("onnx: %s: %s", describe_node(node, opset), message), 0)
+end
+
 -- Runs one graph: `values` maps names to tensors (inputs, initializers);
 -- `host` marks the names known on the host. Returns the graph's outputs.
 function onnx.run_graph(graph, values, host, opset_of)
+  -- The names nodes wrote: a second writer breaks the graph's single
+  -- assignment (the inputs and initializers may not be written either).
+  local written = {}
+  for name in pairs(values) do written[name] = true end
   for _, node in ipairs(graph.nodes) do
     local domain = node.domain == "ai.onnx" and "" or node.domain
     local opset = opset_of[domain] or 0
@@ -152,7 +184,7 @@ function onnx.run_graph(graph, values, host, opset_of)
     if op == nil then
       error(string.format("onnx: %s: unsupported: no such op in lazylua", describe_node(node, opset)), 0)
     end
-    local inputs, all_host = {n = #node.inputs}, true
+    local inputs, all_host, host_inputs = {n = #node.inputs}, true, {}
     for k, name in ipairs(node.inputs) do
       if name ~= "" then
         local value = values[name]
@@ -160,20 +192,21 @@ function onnx.run_graph(graph, values, host, opset_of)
           error(string.format("onnx: %s: input '%s' is not computed before it", describe_node(node, opset), name), 0)
         end
         inputs[k] = value
-        all_host = all_host and host[name] == true
+        host_inputs[k] = host[name] == true
+        all_host = all_host and host_inputs[k]
       end
     end
     local ctx = setmetatable({node = node, opset = opset, domain = domain, graph_values = values,
-      opset_of = opset_of}, Context)
+      opset_of = opset_of, host_inputs = host_inputs}, Context)
     local on_host = always_host[node.op_type] or (all_host and onnx.host_ops[node.op_type])
-    local results
-    if on_host and not always_host[node.op_type] then
-      results = table.pack(native.onnx_eager_call(op, ctx, inputs, node.attributes))
-    else
-      results = table.pack(op(ctx, inputs, node.attributes))
-    end
+    local results = run_node(op, ctx, inputs, node, opset, on_host and not always_host[node.op_type])
     for k, name in ipairs(node.outputs) do
       if name ~= "" then
+        if written[name] then
+          error(string.format("onnx: %s: output '%s' is also written by an earlier node (a graph assigns each name once)",
+            describe_node(node, opset), name), 0)
+        end
+        written[name] = true
         values[name] = results[k]
         host[name] = on_host and results[k] ~= nil or nil
       end

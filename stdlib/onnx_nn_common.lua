@@ -99,10 +99,15 @@ local function per_channel(v, rank)
   return v:reshape(table.unpack(shape))
 end
 
-local function int_list(ctx, t)
-  local list = ctx:host(t)
-  for i, v in ipairs(list) do list[i] = math.tointeger(v) or v end
-  return list
+-- The values of an integer tensor (a shape, axes, pads, indices ...) as a
+-- Lua list; `what` names it in the error for a tensor of another type
+-- (ONNX types these inputs int64, or int32/int64).
+local function int_list(ctx, t, what)
+  local dtype = t:dtype()
+  if dtype ~= "i64" and dtype ~= "i32" then
+    ctx:error("%s must be an integer tensor, got %s", what or "the input", dtype)
+  end
+  return ctx:host(t)
 end
 
 local function reshape_to(t, shape)

@@ -423,7 +423,7 @@ function ops.MaxUnpool(ctx, inputs, attrs)
   local flat = tensor.zeros({product(shape)}, {dtype = x:dtype()})
   local y = reshape_to(flat:scatter_add(1, index:reshape(index:numel()):long() + 1, x:reshape(x:numel())), shape)
   if inputs[3] then
-    local want = int_list(ctx, inputs[3])
+    local want = int_list(ctx, inputs[3], "output_shape")
     for i = 1, n do y = pad_dim(y, i + 2, 0, want[#want - n + i] - shape[i + 2]) end
   end
   return y

@@ -23,7 +23,7 @@ end
 function ops.Reshape(ctx, inputs, attrs)
   local x = inputs[1]
   local shape
-  if ctx.opset < 5 then shape = attrs.shape else shape = int_list(ctx, inputs[2]) end
+  if ctx.opset < 5 then shape = attrs.shape else shape = int_list(ctx, inputs[2], "shape") end
   if shape == nil then ctx:error("no target shape") end
   local size = x:size()
   local allowzero = (attrs.allowzero or 0) == 1
@@ -66,7 +66,7 @@ end
 
 local function axes_of(ctx, inputs, attrs, index)
   if ctx.opset >= 13 then
-    if inputs[index] then return int_list(ctx, inputs[index]) end
+    if inputs[index] then return int_list(ctx, inputs[index], "axes") end
     return nil
   end
   return attrs.axes
@@ -130,10 +130,10 @@ function ops.Split(ctx, inputs, attrs)
   local n = x:size(d)
   local sizes
   if ctx.opset >= 13 then
-    sizes = inputs[2] and int_list(ctx, inputs[2])
+    sizes = inputs[2] and int_list(ctx, inputs[2], "split")
   else
     sizes = attrs.split
-    if sizes == nil and ctx.opset < 2 and inputs[2] then sizes = int_list(ctx, inputs[2]) end
+    if sizes == nil and ctx.opset < 2 and inputs[2] then sizes = int_list(ctx, inputs[2], "split") end
   end
   local count = #ctx.node.outputs
   if sizes == nil or #sizes == 0 then
@@ -161,9 +161,9 @@ function ops.Slice(ctx, inputs, attrs)
   if ctx.opset < 10 then
     starts, ends, axes = attrs.starts, attrs.ends, attrs.axes
   else
-    starts, ends = int_list(ctx, inputs[2]), int_list(ctx, inputs[3])
-    axes = inputs[4] and int_list(ctx, inputs[4])
-    steps = inputs[5] and int_list(ctx, inputs[5])
+    starts, ends = int_list(ctx, inputs[2], "starts"), int_list(ctx, inputs[3], "ends")
+    axes = inputs[4] and int_list(ctx, inputs[4], "axes")
+    steps = inputs[5] and int_list(ctx, inputs[5], "steps")
   end
   local r = x:dim()
   local y = x
@@ -213,16 +213,42 @@ function ops.GatherElements(ctx, inputs, attrs)
   return x:gather(d, one_based(index, x:size(d)))
 end
 
+-- An index input's values must be integers (ONNX types them int64, or
+-- int32/int64).
+local function integer_index(ctx, t, what)
+  local dtype = t:dtype()
+  if dtype ~= "i64" and dtype ~= "i32" then ctx:error("%s must be an integer tensor, got %s", what, dtype) end
+  return t
+end
+
+-- Index column `part` (0-based, i64) wrapped into [0, size) and checked:
+-- an index outside [-size, size - 1] is an error. Known on the host, the
+-- values are checked here; else the check is in the graph (a lookup in
+-- arange(size), which fails at the sync as index_select does).
+local function checked_column(ctx, part, size, j, on_host)
+  local wrapped = tensor.where(part:lt(0), part + size, part)
+  if on_host then
+    for _, v in ipairs(ctx:host(part)) do
+      if v < -size or v >= size then
+        ctx:error("index %d in column %d of the indices is out of range for an axis of size %d", v, j - 1, size)
+      end
+    end
+    return wrapped
+  end
+  local flat = wrapped:reshape(-1) + 1
+  return tensor.arange(size):index_select(1, flat):reshape(wrapped:size())
+end
+
 -- Flat 0-based positions of the index tuples (last dim of `index`) into
--- `sizes` (one per tuple element), negative ones wrapped: an i64 tensor of
--- index's shape without its last dim.
-local function linear_index(index, sizes)
+-- `sizes` (one per tuple element), negative ones wrapped, each checked
+-- against its own extent: an i64 tensor of index's shape without its last
+-- dim.
+local function linear_index(ctx, index, sizes, on_host)
   local k = #sizes
   local lin
   local stride = 1
   for j = k, 1, -1 do
-    local part = index:select(index:dim(), j):long()
-    part = tensor.where(part:lt(0), part + sizes[j], part)
+    local part = checked_column(ctx, index:select(index:dim(), j):long(), sizes[j], j, on_host)
     local term = part * stride
     lin = lin and lin + term or term
     stride = stride * sizes[j]
@@ -230,11 +256,32 @@ local function linear_index(index, sizes)
   return lin
 end
 
+-- The tuple length k of GatherND/ScatterND's indices (their last extent),
+-- checked against the data's rank after the batch dims.
+local function tuple_length(ctx, data, index, batch_dims)
+  if index:dim() < 1 then ctx:error("indices must have at least 1 dim") end
+  local k = index:size(index:dim())
+  if k < 1 or k > data:dim() - batch_dims then
+    ctx:error("index tuples have %d values; data of rank %d with %d batch dims takes 1 to %d", k,
+      data:dim(), batch_dims, data:dim() - batch_dims)
+  end
+  return k
+end
+
 function ops.GatherND(ctx, inputs, attrs)
-  local x, index = inputs[1], inputs[2]
+  local x, index = inputs[1], integer_index(ctx, inputs[2], "indices")
   local b = attrs.batch_dims or 0
+  if math.type(b) ~= "integer" or b < 0 or b >= math.min(x:dim(), index:dim()) then
+    ctx:error("batch_dims %s must be in [0, %d) for data of rank %d and indices of rank %d", tostring(b),
+      math.min(x:dim(), index:dim()), x:dim(), index:dim())
+  end
   local size, isize = x:size(), index:size()
-  local k = isize[#isize]
+  for i = 1, b do
+    if size[i] ~= isize[i] then
+      ctx:error("batch dim %d has extent %d in the data and %d in the indices", i - 1, size[i], isize[i])
+    end
+  end
+  local k = tuple_length(ctx, x, index, b)
   local batch = product(size, 1, b)
   local tuple_sizes = {}
   for j = 1, k do tuple_sizes[j] = size[b + j] end
@@ -242,7 +289,7 @@ function ops.GatherND(ctx, inputs, attrs)
   local rest = {}
   for i = b + k + 1, #size do rest[#rest + 1] = size[i] end
   local data = x:reshape(batch * inner, product(rest))
-  local lin = linear_index(index, tuple_sizes)                      -- [b..., q...]
+  local lin = linear_index(ctx, index, tuple_sizes, ctx.on_host ~= nil and ctx:on_host(2))   -- [b..., q...]
   local q = lin:numel() // math.max(batch, 1)
   if b > 0 then
     lin = lin:reshape(batch, q) + tensor.arange(batch):reshape(batch, 1) * inner
@@ -289,16 +336,26 @@ end
 ops.Scatter = ops.ScatterElements
 
 function ops.ScatterND(ctx, inputs, attrs)
-  local data, index, updates = inputs[1], inputs[2], inputs[3]
+  local data, index, updates = inputs[1], integer_index(ctx, inputs[2], "indices"), inputs[3]
   local size, isize = data:size(), index:size()
-  local k = isize[#isize]
+  local k = tuple_length(ctx, data, index, 0)
   local tuple_sizes = {}
   for j = 1, k do tuple_sizes[j] = size[j] end
   local rest = {}
   for i = k + 1, #size do rest[#rest + 1] = size[i] end
+  -- updates: the indices' shape without the tuple, then the data's after it.
+  local want = {}
+  for i = 1, #isize - 1 do want[#want + 1] = isize[i] end
+  for _, s in ipairs(rest) do want[#want + 1] = s end
+  local got = updates:size()
+  local same = #got == #want
+  for i = 1, #want do same = same and got[i] == want[i] end
+  if not same then
+    ctx:error("updates have shape [%s], expected [%s]", table.concat(got, ", "), table.concat(want, ", "))
+  end
   local width = product(rest)
   local flat = data:reshape(product(tuple_sizes), width)
-  local lin = linear_index(index, tuple_sizes)
+  local lin = linear_index(ctx, index, tuple_sizes, ctx.on_host ~= nil and ctx:on_host(2))
   local m = lin:numel()
   local idx = (lin:reshape(m, 1) + 1):expand(m, width)
   local upd = updates:reshape(m, width)
@@ -306,12 +363,20 @@ function ops.ScatterND(ctx, inputs, attrs)
   return reshape_to(y, size)
 end
 
-local function broadcast_shape(a, b)
+-- The shape x of `size` broadcasts with `shape` to (NumPy rules, as
+-- Expand's spec): an extent of 1 takes the other; unequal extents neither
+-- of which is 1 are an error, as a negative extent is.
+local function expanded_shape(ctx, size, shape)
   local out = {}
-  local n = math.max(#a, #b)
+  local n = math.max(#size, #shape)
   for i = 1, n do
-    local x = a[#a - n + i] or 1
-    local y = b[#b - n + i] or 1
+    local x = size[#size - n + i] or 1
+    local y = shape[#shape - n + i] or 1
+    if y < 0 then ctx:error("shape [%s] has a negative extent", table.concat(shape, ", ")) end
+    if x ~= y and x ~= 1 and y ~= 1 then
+      ctx:error("cannot expand [%s] to [%s] (extents %d and %d)", table.concat(size, ", "),
+        table.concat(shape, ", "), x, y)
+    end
     out[i] = x == 1 and y or x
   end
   return out
@@ -319,7 +384,7 @@ end
 
 function ops.Expand(ctx, inputs)
   local x = inputs[1]
-  local shape = broadcast_shape(x:size(), int_list(ctx, inputs[2]))
+  local shape = expanded_shape(ctx, x:size(), int_list(ctx, inputs[2], "shape"))
   local lifted = {}
   for i = 1, #shape - x:dim() do lifted[i] = 1 end
   for _, s in ipairs(x:size()) do lifted[#lifted + 1] = s end
@@ -330,7 +395,7 @@ end
 
 function ops.Tile(ctx, inputs)
   local x = inputs[1]
-  local reps = int_list(ctx, inputs[2])
+  local reps = int_list(ctx, inputs[2], "repeats")
   if #reps ~= x:dim() then ctx:error("repeats has %d values for rank %d", #reps, x:dim()) end
   if #reps == 0 then return x end
   return x:tile(table.unpack(reps))
@@ -343,7 +408,7 @@ function ops.Pad(ctx, inputs, attrs)
   if ctx.opset < 11 then
     pads, value = attrs.pads or attrs.paddings, attrs.value or 0
   else
-    pads = int_list(ctx, inputs[2])
+    pads = int_list(ctx, inputs[2], "pads")
     value = inputs[3] and ctx:host(inputs[3])[1] or 0
     if inputs[4] then ctx:unsupported("axes input") end
   end
@@ -381,7 +446,7 @@ local onnx_dtypes = {[1] = "f32", [2] = "i32", [3] = "i32", [4] = "i32", [5] = "
   [7] = "i64", [9] = "bool", [10] = "f32", [11] = "f64", [12] = "i64", [16] = "f32"}
 
 function ops.ConstantOfShape(ctx, inputs, attrs)
-  local shape = inputs[1] and int_list(ctx, inputs[1]) or {}
+  local shape = inputs[1] and int_list(ctx, inputs[1], "shape") or {}
   local v, dtype = 0.0, "f32"
   if attrs.value then
     dtype = attrs.value:dtype()
@@ -409,15 +474,22 @@ function ops.Identity(ctx, inputs)
   return inputs[1]
 end
 
+-- The count is exact for any i64 bounds (tensor.arange counts in 128
+-- bits); a float range needs finite bounds.
 function ops.Range(ctx, inputs)
-  local start, limit, delta = ctx:host(inputs[1])[1], ctx:host(inputs[2])[1], ctx:host(inputs[3])[1]
-  local dtype = inputs[1]:dtype()
+  local bounds = {}
+  for k, what in ipairs({"start", "limit", "delta"}) do
+    local t = inputs[k]
+    if t == nil then ctx:error("input '%s' is required", what) end
+    if t:numel() ~= 1 then ctx:error("%s must hold one value, got %d", what, t:numel()) end
+    bounds[k] = ctx:host(t)[1]
+    if bounds[k] ~= bounds[k] or bounds[k] == math.huge or bounds[k] == -math.huge then
+      ctx:error("%s is %s (expected a finite number)", what, tostring(bounds[k]))
+    end
+  end
+  local start, limit, delta = bounds[1], bounds[2], bounds[3]
   if delta == 0 then ctx:error("delta is 0") end
-  local n = math.max(0, math.ceil((limit - start) / delta))
-  n = math.tointeger(n) or math.floor(n)
-  if n == 0 then return tensor.zeros({0}, {dtype = dtype}) end
-  local steps = tensor.arange(n):to(dtype)
-  return steps * delta + start
+  return tensor.arange(start, limit, delta, {dtype = inputs[1]:dtype()})
 end
 
 function ops.OneHot(ctx, inputs, attrs)
@@ -446,7 +518,7 @@ end
 
 function ops.Trilu(ctx, inputs, attrs)
   local x = inputs[1]
-  local k = inputs[2] and int_list(ctx, inputs[2])[1] or 0
+  local k = inputs[2] and int_list(ctx, inputs[2], "k")[1] or 0
   if (attrs.upper or 1) == 1 then return x:triu(k) end
   return x:tril(k)
 end
@@ -643,147 +715,183 @@ end
 
 -- Resize ---------------------------------------------------------------------
 
--- The source coordinate of output position i (0-based) along one dim.
-local function source_coordinate(mode, i, scale, in_size, out_size, roi_start, roi_end)
+-- The largest tensor lazylua holds (tensor/shape.h's kMaxElements).
+local max_elements = 1 << 40
+
+local coordinate_modes = {half_pixel = true, pytorch_half_pixel = true, align_corners = true,
+  asymmetric = true, tf_half_pixel_for_nn = true, tf_crop_and_resize = true}
+local nearest_modes = {round_prefer_floor = true, round_prefer_ceil = true, floor = true, ceil = true}
+
+-- The source coordinates of output positions `i` (an f64 tensor of 0, 1,
+-- ...) along one dim: ONNX's coordinate_transformation_mode formulas.
+local function source_coordinates(mode, i, scale, in_size, out_length, roi_start, roi_end)
   if mode == "half_pixel" then return (i + 0.5) / scale - 0.5 end
   if mode == "pytorch_half_pixel" then
-    if out_size > 1 then return (i + 0.5) / scale - 0.5 end
-    return 0
+    if out_length > 1 then return (i + 0.5) / scale - 0.5 end
+    return i * 0
   end
   if mode == "align_corners" then
-    if out_size == 1 then return 0 end
-    return i * (in_size - 1) / (out_size - 1)
+    if out_length == 1 then return i * 0 end
+    return i * (in_size - 1) / (out_length - 1)
   end
   if mode == "asymmetric" then return i / scale end
   if mode == "tf_half_pixel_for_nn" then return (i + 0.5) / scale end
-  if mode == "tf_crop_and_resize" then
-    if out_size > 1 then
-      return roi_start * (in_size - 1) + i * (roi_end - roi_start) * (in_size - 1) / (out_size - 1)
-    end
-    return 0.5 * (roi_start + roi_end) * (in_size - 1)
+  -- tf_crop_and_resize
+  if out_length > 1 then
+    return i * (roi_end - roi_start) * (in_size - 1) / (out_length - 1) + roi_start * (in_size - 1)
   end
-  return nil
+  return i * 0 + 0.5 * (roi_start + roi_end) * (in_size - 1)
 end
 
 local function round_half(x, nearest_mode)
-  if nearest_mode == "round_prefer_ceil" then return math.floor(x + 0.5) end
-  if nearest_mode == "floor" then return math.floor(x) end
-  if nearest_mode == "ceil" then return math.ceil(x) end
+  if nearest_mode == "round_prefer_ceil" then return (x + 0.5):floor() end
+  if nearest_mode == "floor" then return x:floor() end
+  if nearest_mode == "ceil" then return x:ceil() end
   -- round_prefer_floor
-  if x - math.floor(x) == 0.5 then return math.floor(x) end
-  return math.floor(x + 0.5)
+  return tensor.where((x - x:floor()):eq(0.5), x:floor(), (x + 0.5):floor())
 end
 
-local function cubic_weights(t, a)
-  local function w(d)
-    d = math.abs(d)
-    if d <= 1 then return ((a + 2) * d - (a + 3)) * d * d + 1 end
-    if d < 2 then return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a end
-    return 0
-  end
-  return {w(t + 1), w(t), w(1 - t), w(2 - t)}
+-- Keys's cubic convolution weight of distances d (0 <= d <= 2) with
+-- coefficient a.
+local function cubic_weight(d, a)
+  local near = ((d * (a + 2)) - (a + 3)) * d * d + 1
+  local far = ((d * a - 5 * a) * d + 8 * a) * d - 4 * a
+  return tensor.where(d:le(1), near, tensor.where(d:lt(2), far, 0.0))
 end
 
--- One dim of a resize: out[i] = sum_k weight[i][k] * x[tap[i][k]] (taps may
+-- One dim of a resize: out[i] = sum_k weight[k][i] * x[tap[k][i]] (taps may
 -- fall outside: then the weights are renormalized or the extrapolation value
--- used).
-local function resize_dim(ctx, x, d, out_size, out_length, scale, attrs, mode, roi_start, roi_end)
+-- used). The taps and weights are f64 tensors over the output positions, so
+-- the cost is a few tensor ops whatever out_size is.
+local function resize_dim(x, d, out_size, out_length, scale, attrs, mode, modes, roi_start, roi_end)
   local in_size = x:size(d)
-  local coordinate_mode = attrs.coordinate_transformation_mode or "half_pixel"
-  if ctx.op_type_is_upsample then coordinate_mode = "asymmetric" end
-  local nearest_mode = attrs.nearest_mode or "round_prefer_floor"
-  if ctx.opset < 11 then coordinate_mode, nearest_mode = "asymmetric", "floor" end
-  local exclude_outside = (attrs.exclude_outside or 0) == 1
-  local extrapolation = attrs.extrapolation_value or 0
-  local taps, weights, outside = {}, {}, {}
-  local width = mode == "nearest" and 1 or (mode == "linear" and 2 or 4)
-  for i = 0, out_size - 1 do
-    local xo = source_coordinate(coordinate_mode, i, scale, in_size, out_length, roi_start, roi_end)
-    if xo == nil then ctx:error("unknown coordinate_transformation_mode '%s'", coordinate_mode) end
-    local row_taps, row_weights = {}, {}
-    if coordinate_mode == "tf_crop_and_resize" and (xo < 0 or xo > in_size - 1) then
-      outside[i + 1] = true
+  local i = tensor.arange(out_size):to("f64")
+  local xo = source_coordinates(modes.coordinate, i, scale, in_size, out_length, roi_start, roi_end)
+  local crop = modes.coordinate == "tf_crop_and_resize"
+  local function clamp_index(t) return t:clamp(0, in_size - 1):long() + 1 end
+  local taps, weights = {}, {}
+  if mode == "nearest" then
+    taps[1] = clamp_index(round_half(xo, modes.nearest))
+  elseif mode == "linear" then
+    local clamped = crop and xo or xo:clamp(0, in_size - 1)
+    local j = clamped:floor()
+    local t = clamped - j
+    taps[1], taps[2] = clamp_index(j), clamp_index(j + 1)
+    weights[1], weights[2] = 1 - t, t
+  else
+    local j = xo:floor()
+    local t = xo - j
+    local a = attrs.cubic_coeff_a or -0.75
+    local sum
+    for k = 1, 4 do
+      local p = j + (k - 2)                                   -- taps j-1 .. j+2
+      local w = cubic_weight((t - (k - 2)):abs(), a)
+      if modes.exclude_outside then w = tensor.where(p:lt(0):logical_or(p:ge(in_size)), 0.0, w) end
+      taps[k], weights[k] = clamp_index(p), w
+      sum = sum and sum + w or w
     end
-    if mode == "nearest" then
-      local j = round_half(xo, nearest_mode)
-      row_taps[1], row_weights[1] = math.max(0, math.min(in_size - 1, j)), 1
-    elseif mode == "linear" then
-      local clamped = math.max(0, math.min(in_size - 1, xo))
-      if coordinate_mode == "tf_crop_and_resize" then clamped = xo end
-      local j = math.floor(clamped)
-      local t = clamped - j
-      row_taps = {math.max(0, math.min(in_size - 1, j)), math.max(0, math.min(in_size - 1, j + 1))}
-      row_weights = {1 - t, t}
-    else
-      local j = math.floor(xo)
-      local t = xo - j
-      local cw = cubic_weights(t, attrs.cubic_coeff_a or -0.75)
-      local sum = 0
-      for k = 1, 4 do
-        local p = j - 2 + k
-        if p < 0 or p >= in_size then
-          if exclude_outside then cw[k] = 0 end
-        end
-        sum = sum + cw[k]
-        row_taps[k] = math.max(0, math.min(in_size - 1, p))
-      end
-      if exclude_outside then for k = 1, 4 do cw[k] = cw[k] / sum end end
-      row_weights = cw
+    if modes.exclude_outside then
+      for k = 1, 4 do weights[k] = weights[k] / sum end
     end
-    taps[i + 1], weights[i + 1] = row_taps, row_weights
   end
-  local y
   local shape = filled(x:dim(), 1)
   shape[d] = out_size
-  for k = 1, width do
-    local idx, wk = {}, {}
-    for i = 1, out_size do
-      idx[i] = taps[i][k] + 1
-      wk[i] = weights[i][k]
-    end
-    local picked = x:index_select(d, tensor.new(idx))
-    local term
-    if width == 1 then
-      term = picked
-    else
-      term = picked * tensor.new(wk):to(x:dtype()):reshape(table.unpack(shape))
-    end
+  local y
+  for k = 1, #taps do
+    local term = x:index_select(d, taps[k])
+    if weights[k] then term = term * weights[k]:to(x:dtype()):reshape(table.unpack(shape)) end
     y = y and y + term or term
   end
-  if next(outside) then
-    local mask = {}
-    for i = 1, out_size do mask[i] = outside[i] == true end
-    y = y:masked_fill(tensor.new(mask):reshape(table.unpack(shape)), extrapolation)
+  if crop then
+    local outside = xo:lt(0):logical_or(xo:gt(in_size - 1))
+    y = tensor.where(outside:reshape(table.unpack(shape)), attrs.extrapolation_value or 0, y)
   end
   return y
 end
 
-local function resize(ctx, x, scales, sizes, attrs, mode, roi)
+-- A scale, size, roi or coefficient as a finite Lua number, or an error
+-- naming it.
+local function finite(ctx, what, v)
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
+    ctx:error("%s is %s (expected a finite number)", what, tostring(v))
+  end
+  return v
+end
+
+-- The output extent of each dim, checked before any work: sizes are
+-- integers >= 0, scales finite and > 0, and the output has at most 2^40
+-- elements (a hostile scale must fail here, not allocate).
+local function output_extents(ctx, x, scales, sizes)
   local r = x:dim()
-  if mode == "bilinear" then mode = "linear" end
-  if mode == "cubic" and not is_float(x) then ctx:error("cubic needs a float input") end
-  if mode ~= "nearest" and mode ~= "linear" and mode ~= "cubic" then ctx:error("unknown mode '%s'", mode) end
-  local y = x
+  local given = sizes or scales
+  if #given ~= r then
+    ctx:error("%s has %d values for an input of rank %d", sizes and "sizes" or "scales", #given, r)
+  end
+  local extents, lengths, factors, total = {}, {}, {}, 1
   for d = 1, r do
     local in_size = x:size(d)
     local out_size, scale, out_length
     if sizes then
       out_size = sizes[d]
-      scale = out_size / in_size
+      if math.type(out_size) ~= "integer" or out_size < 0 then
+        ctx:error("sizes[%d] is %s (expected an integer >= 0)", d - 1, tostring(out_size))
+      end
+      if in_size == 0 and out_size > 0 then
+        ctx:error("cannot resize axis %d of size 0 to %d", d - 1, out_size)
+      end
+      scale = in_size == 0 and 1 or out_size / in_size
       out_length = out_size
     else
-      scale = scales[d]
-      out_size = math.floor(in_size * scale + 1e-9)
-      -- The coordinate formulas use the unrounded output length.
+      scale = finite(ctx, string.format("scales[%d]", d - 1), scales[d])
+      if scale <= 0 then ctx:error("scales[%d] is %s (expected a scale > 0)", d - 1, tostring(scale)) end
       out_length = in_size * scale
+      if out_length + 1e-9 >= max_elements then
+        ctx:error("output extent %.17g (scale %.17g x %d) of axis %d is too large (the limit is 2^40)",
+          out_length, scale, in_size, d - 1)
+      end
+      out_size = math.tointeger(math.floor(out_length + 1e-9))
     end
-    local roi_start, roi_end = 0, 1
-    if roi and #roi == 2 * r then roi_start, roi_end = roi[d], roi[r + d] end
-    local identity = out_size == in_size and scale == 1 and
-      (attrs.coordinate_transformation_mode or "half_pixel") ~= "tf_crop_and_resize"
+    if out_size > 0 and total > max_elements // out_size then
+      ctx:error("output has more than 2^40 elements (extent %d of axis %d)", out_size, d - 1)
+    end
+    total = total * out_size
+    extents[d], lengths[d], factors[d] = out_size, out_length, scale
+  end
+  return extents, lengths, factors
+end
+
+local function resize(ctx, x, scales, sizes, attrs, mode, roi)
+  local r = x:dim()
+  if mode == "bilinear" then mode = "linear" end
+  if mode ~= "nearest" and mode ~= "linear" and mode ~= "cubic" then ctx:error("unknown mode '%s'", mode) end
+  if mode == "cubic" and not is_float(x) then ctx:error("cubic needs a float input") end
+  local modes = {coordinate = attrs.coordinate_transformation_mode or "half_pixel",
+    nearest = attrs.nearest_mode or "round_prefer_floor", exclude_outside = (attrs.exclude_outside or 0) == 1}
+  if not coordinate_modes[modes.coordinate] then
+    ctx:error("unknown coordinate_transformation_mode '%s'", tostring(modes.coordinate))
+  end
+  if not nearest_modes[modes.nearest] then ctx:error("unknown nearest_mode '%s'", tostring(modes.nearest)) end
+  if ctx.op_type_is_upsample then modes.coordinate = "asymmetric" end
+  if ctx.opset < 11 then modes.coordinate, modes.nearest = "asymmetric", "floor" end
+  if mode == "cubic" then finite(ctx, "cubic_coeff_a", attrs.cubic_coeff_a or -0.75) end
+  finite(ctx, "extrapolation_value", attrs.extrapolation_value or 0)
+  local crop = modes.coordinate == "tf_crop_and_resize"
+  if crop then
+    if roi == nil or #roi ~= 2 * r then
+      ctx:error("tf_crop_and_resize needs a roi of %d values, got %d", 2 * r, roi and #roi or 0)
+    end
+    for k, v in ipairs(roi) do finite(ctx, string.format("roi[%d]", k - 1), v) end
+  end
+  local extents, lengths, factors = output_extents(ctx, x, scales, sizes)
+  local y = x
+  for d = 1, r do
+    local in_size = x:size(d)
+    local identity = extents[d] == in_size and factors[d] == 1 and not crop
     if not identity then
       if mode ~= "nearest" and not is_float(y) then y = y:float() end
-      y = resize_dim(ctx, y, d, out_size, out_length, scale, attrs, mode, roi_start, roi_end)
+      local roi_start, roi_end = 0, 1
+      if crop then roi_start, roi_end = roi[d], roi[r + d] end
+      y = resize_dim(y, d, extents[d], lengths[d], factors[d], attrs, mode, modes, roi_start, roi_end)
     end
   end
   return y
@@ -794,11 +902,11 @@ function ops.Resize(ctx, inputs, attrs)
   local mode = attrs.mode or "nearest"
   local scales, sizes, roi
   if ctx.opset < 11 then
-    scales = int_list(ctx, inputs[2])
+    scales = ctx:host(inputs[2])
   else
     roi = inputs[2] and inputs[2]:numel() > 0 and ctx:host(inputs[2]) or nil
     scales = inputs[3] and inputs[3]:numel() > 0 and ctx:host(inputs[3]) or nil
-    sizes = inputs[4] and inputs[4]:numel() > 0 and int_list(ctx, inputs[4]) or nil
+    sizes = inputs[4] and inputs[4]:numel() > 0 and int_list(ctx, inputs[4], "sizes") or nil
   end
   if (attrs.keep_aspect_ratio_policy or "stretch") ~= "stretch" then
     ctx:unsupported("keep_aspect_ratio_policy")
