@@ -39,6 +39,31 @@ onnx.host_ops = {
   Range = true, Expand = true, ReduceProd = true, ReduceSum = true, Min = true, Max = true,
   Abs = true, Floor = true, Ceil = true, Sqrt = true, Mod = true, Tile = true, Transpose = true,
 }
+-- The most inputs each op takes (in any opset lazylua implements); a node
+-- with more is malformed. Variadic ops (Concat, Sum, Max, Einsum ...)
+-- have no entry.
+onnx.max_inputs = {}
+for count, names in pairs({
+  [0] = "Constant",
+  [1] = "Abs Acos Acosh Asin Asinh Atan Atanh Ceil Celu Cos Cosh Elu Erf Exp Floor HardSigmoid HardSwish " ..
+    "Hardmax Identity IsInf IsNaN LeakyRelu Log LogSoftmax Mish Neg Not Reciprocal Relu Round Selu Shrink " ..
+    "Sigmoid Sign Sin Sinh Softmax Softplus Softsign Sqrt Tan Tanh ThresholdedRelu Shape Size NonZero " ..
+    "Flatten Transpose Det GlobalAveragePool GlobalMaxPool LRN LpNormalization MeanVarianceNormalization " ..
+    "DynamicQuantizeLinear Cast EyeLike DepthToSpace SpaceToDepth Unique ConstantOfShape AveragePool MaxPool " ..
+    "ArgMax ArgMin ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd " ..
+    "ReduceSumSquare",
+  [2] = "Add Sub Mul Div Pow Mod BitShift And Or Xor Equal Greater GreaterOrEqual Less LessOrEqual PRelu " ..
+    "CastLike MatMul Gather GatherElements GatherND Expand Tile Reshape Compress CumSum ReverseSequence " ..
+    "ReduceSum Squeeze Unsqueeze Split Trilu TopK Upsample GridSample",
+  [3] = "Clip Where Gemm Conv ConvTranspose DequantizeLinear Range OneHot RoiAlign InstanceNormalization " ..
+    "LayerNormalization Dropout MaxUnpool Scatter ScatterElements ScatterND NegativeLogLikelihoodLoss " ..
+    "SoftmaxCrossEntropyLoss",
+  [4] = "ConvInteger MatMulInteger Pad Resize",
+  [5] = "Slice NonMaxSuppression BatchNormalization",
+}) do
+  for name in names:gmatch("%S+") do onnx.max_inputs[name] = count end
+end
+
 -- Ops whose output is known on the host whatever their inputs.
 local always_host = {Shape = true, Size = true, Constant = true}
 
@@ -183,6 +208,11 @@ function onnx.run_graph(graph, values, host, opset_of)
     local op = domain == "" and onnx.ops[node.op_type] or nil
     if op == nil then
       error(string.format("onnx: %s: unsupported: no such op in lazylua", describe_node(node, opset)), 0)
+    end
+    local most = onnx.max_inputs[node.op_type]
+    if most and #node.inputs > most then
+      error(string.format("onnx: %s: %d inputs given, the op takes at most %d", describe_node(node, opset),
+        #node.inputs, most), 0)
     end
     local inputs, all_host, host_inputs = {n = #node.inputs}, true, {}
     for k, name in ipairs(node.inputs) do

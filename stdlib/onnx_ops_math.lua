@@ -159,10 +159,17 @@ ops.Mul = binary(function(a, b) return a * b end)
 -- Integer division truncates toward zero in ONNX (as C); lazylua's `//`
 -- floors, so the quotients of operands of opposite signs with a remainder
 -- move up by one.
-ops.Div = binary(function(a, b)
+ops.Div = binary(function(a, b, ctx)
   if is_integer(a) and is_integer(b) then
+    if ctx.on_host ~= nil and ctx:on_host(2) then
+      for _, v in ipairs(ctx:host(b)) do
+        if v == 0 then ctx:error("integer division by zero") end
+      end
+    end
     local q = a // b
-    local inexact = (a % b):ne(0):logical_and(a:lt(0):logical_xor(b:lt(0)))
+    -- The remainder by a divisor of 1 where b is 0: only the quotient
+    -- raises (at the sync, if b is not known here), as a division.
+    local inexact = (a % tensor.where(b:eq(0), 1, b)):ne(0):logical_and(a:lt(0):logical_xor(b:lt(0)))
     return tensor.where(inexact, q + 1, q)
   end
   return a / b
@@ -192,11 +199,32 @@ end
 function ops.BitShift(ctx, inputs, attrs)
   local x, y = required(ctx, inputs, 1), required(ctx, inputs, 2)
   if not is_integer(x) or not is_integer(y) then ctx:error("BitShift needs integer inputs, got %s", x:dtype()) end
-  local power = as_dtype_of(2 ^ y, x)
   local direction = attr(attrs, "direction", nil)
-  if direction == "LEFT" then return x * power end
-  if direction == "RIGHT" then return x // power end
-  ctx:error("direction must be LEFT or RIGHT, got %s", tostring(direction))
+  if direction ~= "LEFT" and direction ~= "RIGHT" then
+    ctx:error("direction must be LEFT or RIGHT, got %s", tostring(direction))
+  end
+  -- A shift by at least the width of the type shifts every bit out (0),
+  -- as NumPy's; a negative shift is not one.
+  local width = x:dtype() == "i32" and 32 or 64
+  local shift = y:to("i64")
+  if ctx.on_host ~= nil and ctx:on_host(2) then
+    for _, v in ipairs(ctx:host(shift)) do
+      if v < 0 then ctx:error("shift %d is negative", v) end
+    end
+  end
+  local big = shift:ge(width)
+  -- 2^shift in i64, exact up to 2^62; a shift of 63 is one more doubling
+  -- (left) or leaves 0 of any value below 2^63 (right).
+  local top = shift:eq(63)
+  local power = tensor.where(big, 0, shift):clamp(0, 62):to("f64"):exp2():to("i64")
+  local wide = x:to("i64")
+  local shifted
+  if direction == "LEFT" then
+    shifted = tensor.where(top, wide * power * 2, wide * power)
+  else
+    shifted = tensor.where(top, 0, wide // power)
+  end
+  return tensor.where(big, 0, shifted):to(x:dtype())
 end
 
 ops.And = binary(function(a, b) return a:logical_and(b) end)
@@ -359,6 +387,8 @@ function ops.Det(ctx, inputs)
     ctx:error("Det needs square matrices [..., n, n], got %d-d", rank)
   end
   local n, dtype = a:size(rank), a:dtype()
+  -- The determinant of a 0 x 0 matrix is 1 (the empty product).
+  if n == 0 then return a:sum(rank):sum(rank - 1) + 1 end
   local rows = tensor.arange(1, n + 1)                 -- 1 .. n, i64
   local identity = tensor.eye(n):to(dtype)
   local det = nil
@@ -533,6 +563,7 @@ function ops.TopK(ctx, inputs, attrs)
     k = values[1]
   end
   if math.type(k) ~= "integer" then ctx:error("k must be an integer") end
+  if ctx.opset >= 10 and inputs[2]:numel() ~= 1 then ctx:error("k must hold one value, got %d", inputs[2]:numel()) end
   local d = util.dim(ctx, attr(attrs, "axis", -1), x:dim())
   -- sorted = 0 allows any order: the sorted one is such an order.
   local values, indices = x:topk(k, d, flag(attrs, "largest", true))
@@ -584,6 +615,37 @@ function ops.SoftmaxCrossEntropyLoss(ctx, inputs, attrs)
   if scores:dim() < 2 then ctx:error("scores must have at least 2 dims, got %d", scores:dim()) end
   local log_prob = scores:log_softmax(2)
   return nll(ctx, log_prob, required(ctx, inputs, 2), inputs[3], attrs), log_prob
+end
+
+------------------------------------------------------------------------
+-- Type constraints
+------------------------------------------------------------------------
+-- The ops ONNX types float only (tensor(float16), float, double,
+-- bfloat16): their inputs at the given slots; `ints` is the opset from
+-- which the spec admits integers too. lazylua would compute an integer
+-- input in f32 and change the output's type: a node error instead.
+local float_only = {
+  Exp = {}, Log = {}, Sqrt = {}, Reciprocal = {}, Floor = {}, Ceil = {}, Round = {},
+  Sin = {}, Cos = {}, Tan = {}, Asin = {}, Acos = {}, Atan = {}, Sinh = {}, Cosh = {},
+  Asinh = {}, Acosh = {}, Atanh = {}, IsNaN = {}, IsInf = {}, Sigmoid = {}, Tanh = {},
+  Relu = {ints = 14}, LeakyRelu = {}, Elu = {}, Selu = {}, Celu = {}, HardSigmoid = {},
+  HardSwish = {}, Softplus = {}, Softsign = {}, ThresholdedRelu = {}, Mish = {},
+  PRelu = {slots = {1, 2}, ints = 9}, Softmax = {}, LogSoftmax = {}, Hardmax = {},
+  Mean = {slots = "all"}, Sum = {slots = "all"}, Max = {slots = "all", ints = 12},
+  Min = {slots = "all", ints = 12}, Clip = {ints = 12},
+  NegativeLogLikelihoodLoss = {slots = {1, 3}}, SoftmaxCrossEntropyLoss = {slots = {1, 3}},
+}
+for op_type, rule in pairs(float_only) do
+  ops[op_type] = util.float_only(ops[op_type], rule.slots, rule.ints)
+end
+
+-- Erf: ONNX allows integers, whose erf lazylua would give in f32.
+do
+  local erf = ops.Erf
+  ops.Erf = function(ctx, inputs, attrs)
+    if not util.is_float(required(ctx, inputs, 1)) then ctx:unsupported("Erf of %s", inputs[1]:dtype()) end
+    return erf(ctx, inputs, attrs)
+  end
 end
 
 return ops

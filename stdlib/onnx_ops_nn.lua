@@ -14,6 +14,18 @@ local int_list, reshape_to = H.int_list, H.reshape_to
 
 local ops = {}
 
+-- The pads attribute: 2n integers >= 0 (begins, then ends).
+local function explicit_pads(ctx, attrs, n)
+  local pads = attrs.pads or filled(2 * n, 0)
+  if #pads ~= 2 * n then ctx:error("pads has %d values for %d spatial dims", #pads, n) end
+  for i, v in ipairs(pads) do
+    if math.type(v) ~= "integer" or v < 0 then
+      ctx:error("pads[%d] is %s (expected an integer >= 0)", i - 1, tostring(v))
+    end
+  end
+  return pads
+end
+
 -- The explicit begin/end pads of a conv or pool (auto_pad resolved).
 local function resolve_pads(ctx, attrs, in_sizes, kernel, strides, dilations)
   local n = #in_sizes
@@ -33,8 +45,7 @@ local function resolve_pads(ctx, attrs, in_sizes, kernel, strides, dilations)
   elseif auto_pad == "VALID" then
     begins, ends = filled(n, 0), filled(n, 0)
   elseif auto_pad == "NOTSET" then
-    local pads = attrs.pads or filled(2 * n, 0)
-    if #pads ~= 2 * n then ctx:error("pads has %d values for %d spatial dims", #pads, n) end
+    local pads = explicit_pads(ctx, attrs, n)
     for i = 1, n do begins[i], ends[i] = pads[i], pads[n + i] end
   else
     ctx:error("unknown auto_pad '%s'", auto_pad)
@@ -42,13 +53,61 @@ local function resolve_pads(ctx, attrs, in_sizes, kernel, strides, dilations)
   return begins, ends
 end
 
+-- A per-spatial-dim attribute (kernel_shape, strides, dilations): `n`
+-- integers >= `least`, or `default` filled in when the node omits it.
+local function per_dim(ctx, attrs, name, n, least, default)
+  local list = attrs[name]
+  if list == nil then return filled(n, default) end
+  if #list ~= n then ctx:error("%s has %d values for %d spatial dims", name, #list, n) end
+  for i, v in ipairs(list) do
+    if math.type(v) ~= "integer" or v < least then
+      ctx:error("%s[%d] is %s (expected an integer >= %d)", name, i - 1, tostring(v), least)
+    end
+  end
+  return list
+end
+
+-- The kernel extents of a conv's weight [O, C/g, k...]; a kernel_shape
+-- attribute must agree with them.
+local function weight_kernel(ctx, attrs, w, n)
+  if w:dim() ~= n + 2 then ctx:error("the weight has rank %d, expected %d", w:dim(), n + 2) end
+  local kernel = {}
+  for i = 3, w:dim() do kernel[#kernel + 1] = w:size(i) end
+  if attrs.kernel_shape then
+    local given = per_dim(ctx, attrs, "kernel_shape", n, 1)
+    for i = 1, n do
+      if given[i] ~= kernel[i] then
+        ctx:error("kernel_shape [%s] disagrees with the weight's kernel [%s]", table.concat(given, ", "),
+          table.concat(kernel, ", "))
+      end
+    end
+  end
+  return kernel
+end
+
+-- The group attribute of a conv: an integer >= 1 dividing the channels
+-- (and the output channels, when given).
+local function conv_group(ctx, attrs, channels, outs)
+  local group = attrs.group or 1
+  if math.type(group) ~= "integer" or group < 1 then
+    ctx:error("group is %s (expected an integer >= 1)", tostring(group))
+  end
+  outs = outs or group
+  if channels % group ~= 0 or outs % group ~= 0 then
+    ctx:error("group %d does not divide the %d input and %d output channels", group, channels, outs)
+  end
+  return group
+end
+
 local function spatial_attrs(ctx, attrs, x, kernel)
   local n = x:dim() - 2
   if n < 1 then ctx:error("expected an input [N, C, spatial...], got rank %d", x:dim()) end
-  kernel = kernel or attrs.kernel_shape
-  if kernel == nil or #kernel ~= n then ctx:error("kernel_shape must have %d values", n) end
-  local strides = attrs.strides or filled(n, 1)
-  local dilations = attrs.dilations or filled(n, 1)
+  if kernel == nil then
+    if attrs.kernel_shape == nil then ctx:error("kernel_shape must have %d values", n) end
+    kernel = per_dim(ctx, attrs, "kernel_shape", n, 1)
+  end
+  local strides = per_dim(ctx, attrs, "strides", n, 1, 1)
+  local dilations = per_dim(ctx, attrs, "dilations", n, 1, 1)
   local size = x:size()
   local in_sizes = {}
   for i = 1, n do in_sizes[i] = size[i + 2] end
@@ -104,11 +163,15 @@ end
 
 function ops.Conv(ctx, inputs, attrs)
   local x, w, b = inputs[1], inputs[2], inputs[3]
-  local kernel = {}
-  for i = 3, w:dim() do kernel[#kernel + 1] = w:size(i) end
-  local _, _, strides, dilations, begins, ends = spatial_attrs(ctx, attrs, x, attrs.kernel_shape or kernel)
+  if x:dim() < 3 then ctx:error("expected an input [N, C, spatial...], got rank %d", x:dim()) end
+  local kernel = weight_kernel(ctx, attrs, w, x:dim() - 2)
+  local group = conv_group(ctx, attrs, x:size(2), w:size(1))
+  if x:size(2) ~= w:size(2) * group then
+    ctx:error("input has %d channels, the weight expects %d (group %d)", x:size(2), w:size(2) * group, group)
+  end
+  local _, _, strides, dilations, begins, ends = spatial_attrs(ctx, attrs, x, kernel)
   local xp = pad_spatial(x, begins, ends)
-  return add_bias(convolve(ctx, xp, w, strides, dilations, attrs.group or 1), b)
+  return add_bias(convolve(ctx, xp, w, strides, dilations, group), b)
 end
 
 -- The transpose of a convolution: the input with stride-1 zeros spread in,
@@ -117,15 +180,20 @@ end
 function ops.ConvTranspose(ctx, inputs, attrs)
   local x, w, b = inputs[1], inputs[2], inputs[3]
   local n = x:dim() - 2
-  local group = attrs.group or 1
-  local kernel = attrs.kernel_shape
-  if kernel == nil then
-    kernel = {}
-    for i = 3, w:dim() do kernel[#kernel + 1] = w:size(i) end
+  if n < 1 then ctx:error("expected an input [N, C, spatial...], got rank %d", x:dim()) end
+  local kernel = weight_kernel(ctx, attrs, w, n)
+  local group = conv_group(ctx, attrs, w:size(1))
+  local strides = per_dim(ctx, attrs, "strides", n, 1, 1)
+  local dilations = per_dim(ctx, attrs, "dilations", n, 1, 1)
+  local output_padding = per_dim(ctx, attrs, "output_padding", n, 0, 0)
+  for i = 1, n do
+    if output_padding[i] >= math.max(strides[i], dilations[i]) then
+      ctx:error("output_padding[%d] is %d (it must be below the stride or the dilation)", i - 1, output_padding[i])
+    end
   end
-  local strides = attrs.strides or filled(n, 1)
-  local dilations = attrs.dilations or filled(n, 1)
-  local output_padding = attrs.output_padding or filled(n, 0)
+  if attrs.output_shape and #attrs.output_shape < n then
+    ctx:error("output_shape has %d values for %d spatial dims", #attrs.output_shape, n)
+  end
   local size = x:size()
   local begins, ends = {}, {}
   local auto_pad = attrs.auto_pad or "NOTSET"
@@ -150,10 +218,11 @@ function ops.ConvTranspose(ctx, inputs, attrs)
     elseif auto_pad == "VALID" then
       begins[i], ends[i] = 0, 0
     else
-      local pads = attrs.pads or filled(2 * n, 0)
+      local pads = explicit_pads(ctx, attrs, n)
       begins[i], ends[i] = pads[i], pads[n + i]
     end
   end
+
   local cin, cout_g = w:size(1), w:size(2)
   if cin ~= size[2] then ctx:error("input has %d channels, the weight expects %d", size[2], cin) end
   -- weight [Cin, Cout/g, k...] -> per group [Cout/g, Cin/g, k...], flipped.
@@ -183,6 +252,14 @@ end
 local function pool_geometry(ctx, x, attrs)
   local n, kernel, strides, dilations, begins, ends, in_sizes = spatial_attrs(ctx, attrs, x)
   local ceil_mode = (attrs.ceil_mode or 0) == 1
+  -- A pad as wide as the kernel makes windows of padding only (-inf or a
+  -- 0/0 mean); ONNX Runtime refuses it too.
+  for i = 1, n do
+    if begins[i] >= kernel[i] or ends[i] >= kernel[i] then
+      ctx:error("pads %d and %d of spatial dim %d must be smaller than the kernel %d", begins[i], ends[i], i - 1,
+        kernel[i])
+    end
+  end
   local out, extra = {}, {}
   for i = 1, n do
     local keff = (kernel[i] - 1) * dilations[i] + 1
@@ -377,6 +454,7 @@ function ops.LRN(ctx, inputs, attrs)
   local x = inputs[1]
   local size = attrs.size
   if size == nil then ctx:error("LRN needs the attribute size") end
+  if math.type(size) ~= "integer" or size < 1 then ctx:error("size is %s (expected an integer >= 1)", tostring(size)) end
   local alpha, beta, bias = attrs.alpha or 1e-4, attrs.beta or 0.75, attrs.bias or 1.0
   local before, after = (size - 1) // 2, -((-(size - 1)) // 2)
   local sq = pad_dim(x * x, 2, before, after, 0)

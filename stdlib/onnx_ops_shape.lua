@@ -10,6 +10,15 @@ local one_based, int_list, reshape_to = H.one_based, H.int_list, H.reshape_to
 
 local ops = {}
 
+-- An index input's values must be integers (ONNX types them int64, or
+-- int32/int64).
+local function integer_index(ctx, t, what)
+  if t == nil then ctx:error("input '%s' is required", what) end
+  local dtype = t:dtype()
+  if dtype ~= "i64" and dtype ~= "i32" then ctx:error("%s must be an integer tensor, got %s", what, dtype) end
+  return t
+end
+
 function ops.Flatten(ctx, inputs, attrs)
   local x = inputs[1]
   local r = x:dim()
@@ -138,6 +147,9 @@ function ops.Split(ctx, inputs, attrs)
   local count = #ctx.node.outputs
   if sizes == nil or #sizes == 0 then
     local parts = attrs.num_outputs or count
+    if math.type(parts) ~= "integer" or parts < 1 then
+      ctx:error("cannot split into %s parts (the node needs outputs or num_outputs >= 1)", tostring(parts))
+    end
     local each = -((-n) // parts)
     sizes = {}
     local left = n
@@ -148,6 +160,8 @@ function ops.Split(ctx, inputs, attrs)
   end
   local outputs, start = {}, 1
   for i, s in ipairs(sizes) do
+    if s < 0 then ctx:error("split size %d is negative", s) end
+    if s > n - start + 1 then ctx:error("split sizes add up to more than the axis's %d", n) end
     outputs[i] = x:narrow(d, start, s)
     start = start + s
   end
@@ -164,6 +178,10 @@ function ops.Slice(ctx, inputs, attrs)
     starts, ends = int_list(ctx, inputs[2], "starts"), int_list(ctx, inputs[3], "ends")
     axes = inputs[4] and int_list(ctx, inputs[4], "axes")
     steps = inputs[5] and int_list(ctx, inputs[5], "steps")
+  end
+  if starts == nil or ends == nil then ctx:error("starts and ends are required") end
+  for name, list in pairs({ends = ends, axes = axes or starts, steps = steps or starts}) do
+    if #list ~= #starts then ctx:error("starts has %d values, %s %d", #starts, name, #list) end
   end
   local r = x:dim()
   local y = x
@@ -202,23 +220,15 @@ local function gather_dim(x, d, index)
 end
 
 function ops.Gather(ctx, inputs, attrs)
-  local x, index = inputs[1], inputs[2]
+  local x, index = inputs[1], integer_index(ctx, inputs[2], "indices")
   local d = dim_of(ctx, attrs.axis or 0, x:dim())
   return gather_dim(x, d, one_based(index, x:size(d)))
 end
 
 function ops.GatherElements(ctx, inputs, attrs)
-  local x, index = inputs[1], inputs[2]
+  local x, index = inputs[1], integer_index(ctx, inputs[2], "indices")
   local d = dim_of(ctx, attrs.axis or 0, x:dim())
   return x:gather(d, one_based(index, x:size(d)))
-end
-
--- An index input's values must be integers (ONNX types them int64, or
--- int32/int64).
-local function integer_index(ctx, t, what)
-  local dtype = t:dtype()
-  if dtype ~= "i64" and dtype ~= "i32" then ctx:error("%s must be an integer tensor, got %s", what, dtype) end
-  return t
 end
 
 -- Index column `part` (0-based, i64) wrapped into [0, size) and checked:
@@ -328,7 +338,7 @@ local function scatter_elements(ctx, data, d, index, updates, reduction)
 end
 
 function ops.ScatterElements(ctx, inputs, attrs)
-  local data, index, updates = inputs[1], inputs[2], inputs[3]
+  local data, index, updates = inputs[1], integer_index(ctx, inputs[2], "indices"), inputs[3]
   local d = dim_of(ctx, attrs.axis or 0, data:dim())
   return scatter_elements(ctx, data, d, one_based(index, data:size(d)), updates, attrs.reduction or "none")
 end
@@ -448,7 +458,11 @@ local onnx_dtypes = {[1] = "f32", [2] = "i32", [3] = "i32", [4] = "i32", [5] = "
 function ops.ConstantOfShape(ctx, inputs, attrs)
   local shape = inputs[1] and int_list(ctx, inputs[1], "shape") or {}
   local v, dtype = 0.0, "f32"
+  for i, extent in ipairs(shape) do
+    if extent < 0 then ctx:error("shape[%d] is %d (expected an extent >= 0)", i - 1, extent) end
+  end
   if attrs.value then
+    if attrs.value:numel() ~= 1 then ctx:error("value must hold one element, got %d", attrs.value:numel()) end
     dtype = attrs.value:dtype()
     v = attrs.value:reshape(-1)[1]:item()
   end
@@ -523,10 +537,20 @@ function ops.Trilu(ctx, inputs, attrs)
   return x:tril(k)
 end
 
+-- The blocksize of DepthToSpace/SpaceToDepth: an integer >= 1, for a
+-- rank-4 input.
+local function block_size(ctx, x, attrs)
+  if x:dim() ~= 4 then ctx:error("expected an input [N, C, H, W], got rank %d", x:dim()) end
+  local b = attrs.blocksize
+  if math.type(b) ~= "integer" or b < 1 then ctx:error("blocksize is %s (expected an integer >= 1)", tostring(b)) end
+  return b
+end
+
 function ops.DepthToSpace(ctx, inputs, attrs)
   local x = inputs[1]
-  local b = attrs.blocksize
+  local b = block_size(ctx, x, attrs)
   local n, c, h, w = table.unpack(x:size())
+  if b > c or c % (b * b) ~= 0 then ctx:error("blocksize %d squared does not divide the %d channels", b, c) end
   local y
   if (attrs.mode or "DCR") == "DCR" then
     y = x:reshape(n, b, b, c // (b * b), h, w):permute(1, 4, 5, 2, 6, 3)
@@ -538,15 +562,20 @@ end
 
 function ops.SpaceToDepth(ctx, inputs, attrs)
   local x = inputs[1]
-  local b = attrs.blocksize
+  local b = block_size(ctx, x, attrs)
   local n, c, h, w = table.unpack(x:size())
+  if h % b ~= 0 or w % b ~= 0 then ctx:error("blocksize %d does not divide the height %d and width %d", b, h, w) end
   return x:reshape(n, c, h // b, b, w // b, b):permute(1, 4, 6, 2, 3, 5):reshape(n, c * b * b, h // b, w // b)
 end
 
 function ops.EyeLike(ctx, inputs, attrs)
   local x = inputs[1]
+  if x:dim() ~= 2 then ctx:error("expected a 2-d input, got rank %d", x:dim()) end
   local rows, cols = x:size(1), x:size(2)
   local k = attrs.k or 0
+  if attrs.dtype ~= nil and onnx_dtypes[attrs.dtype] == nil then
+    ctx:error("dtype %s is not a type EyeLike can give", tostring(attrs.dtype))
+  end
   local dtype = attrs.dtype and onnx_dtypes[attrs.dtype] or x:dtype()
   local hit = (tensor.arange(rows):reshape(rows, 1) + k):eq(tensor.arange(cols):reshape(1, cols))
   return hit:to(dtype)
@@ -649,63 +678,141 @@ function ops.Unique(ctx, inputs, attrs)
   return y, ints(first_list), ints(inverse), ints(count_list)
 end
 
--- NonMaxSuppression reads the boxes and scores (the number of boxes kept
--- depends on them): [k, 3] rows of (batch, class, box), ONNX's greedy
--- selection per batch and class.
-function ops.NonMaxSuppression(ctx, inputs, attrs)
-  local boxes, scores = inputs[1], inputs[2]
-  local max_out = inputs[3] and ctx:host(inputs[3])[1] or 0
-  local iou_threshold = inputs[4] and ctx:host(inputs[4])[1] or 0
-  local score_threshold = inputs[5] and ctx:host(inputs[5])[1]
-  local center = (attrs.center_point_box or 0) == 1
-  local nb, nbox = boxes:size(1), boxes:size(2)
-  local nc = scores:size(2)
-  local box_values, score_values = ctx:host(boxes), ctx:host(scores)
-  local function corners(b, i)
-    local base = ((b - 1) * nbox + (i - 1)) * 4
-    local a1, a2, a3, a4 = box_values[base + 1], box_values[base + 2], box_values[base + 3], box_values[base + 4]
-    if center then
-      -- [x_center, y_center, width, height]
-      return a2 - a4 / 2, a1 - a3 / 2, a2 + a4 / 2, a1 + a3 / 2
-    end
-    -- [y1, x1, y2, x2], either corner first
-    return math.min(a1, a3), math.min(a2, a4), math.max(a1, a3), math.max(a2, a4)
+-- NonMaxSuppression ------------------------------------------------------------
+
+-- The corners (y1, x1, y2, x2) and area of box `i` (1-based) of a flat
+-- host list of [n, 4] boxes, in doubles: center_point_box gives
+-- [x_center, y_center, width, height], else [y1, x1, y2, x2] with either
+-- corner first.
+local function box_corners(values, i, center)
+  local base = (i - 1) * 4
+  local a1, a2, a3, a4 = values[base + 1], values[base + 2], values[base + 3], values[base + 4]
+  local y1, x1, y2, x2
+  if center then
+    y1, x1, y2, x2 = a2 - a4 / 2, a1 - a3 / 2, a2 + a4 / 2, a1 + a3 / 2
+  else
+    y1, x1, y2, x2 = math.min(a1, a3), math.min(a2, a4), math.max(a1, a3), math.max(a2, a4)
   end
-  local function iou(b, i, j)
-    local ay1, ax1, ay2, ax2 = corners(b, i)
-    local by1, bx1, by2, bx2 = corners(b, j)
-    local ih = math.max(0, math.min(ay2, by2) - math.max(ay1, by1))
-    local iw = math.max(0, math.min(ax2, bx2) - math.max(ax1, bx1))
-    local inter = ih * iw
-    local union = (ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter
-    if union <= 0 then return 0 end
-    return inter / union
+  return y1, x1, y2, x2, (y2 - y1) * (x2 - x1)
+end
+
+-- Whether the IoU of the boxes at positions `rows` (an index tensor) with
+-- those at `cols` (an index tensor, or nil: every box of `c`) exceeds the
+-- threshold: bool [#rows, #cols]. The spec's per-pair formula in doubles,
+-- in the same order (a union <= 0 gives an IoU of 0).
+local function overlaps(c, rows, cols, threshold)
+  local function as_row(t) return t:index_select(1, rows):unsqueeze(2) end
+  local function as_col(t) return (cols and t:index_select(1, cols) or t):unsqueeze(1) end
+  local ih = (as_row(c.y2):minimum(as_col(c.y2)) - as_row(c.y1):maximum(as_col(c.y1))):clamp_min(0)
+  local iw = (as_row(c.x2):minimum(as_col(c.x2)) - as_row(c.x1):maximum(as_col(c.x1))):clamp_min(0)
+  local inter = ih * iw
+  local union = as_row(c.area) + as_col(c.area) - inter
+  local empty = union:le(0)
+  local iou = tensor.where(empty, 0.0, inter / tensor.where(empty, 1.0, union))
+  return iou:gt(threshold)
+end
+
+-- ONNX's greedy selection for one batch entry and class. `order` lists the
+-- candidates (1-based box numbers) by falling score; returns the kept
+-- ones, at most max_out. The work over pairs is tensor ops, Lua's only
+-- per block of candidates: the IoUs inside a block are read to pick its
+-- boxes in order, then the picked suppress every later candidate in one
+-- op, whose hits are read as positions. Every block's graphs have the same
+-- shapes (the last block and the picked rows padded by repetition), so a
+-- lazy run compiles them once.
+local function greedy_selection(box_values, center, order, max_out, threshold)
+  local m = #order
+  local kept = {}
+  if m == 0 or max_out <= 0 then return kept end
+  local columns = {y1 = {}, x1 = {}, y2 = {}, x2 = {}, area = {}}
+  for p, i in ipairs(order) do
+    local y1, x1, y2, x2, area = box_corners(box_values, i, center)
+    columns.y1[p], columns.x1[p], columns.y2[p], columns.x2[p], columns.area[p] = y1, x1, y2, x2, area
   end
-  local rows = {}
-  for b = 1, nb do
-    for c = 1, nc do
-      local candidates = {}
-      for i = 1, nbox do
-        local score = score_values[((b - 1) * nc + (c - 1)) * nbox + i]
-        if score_threshold == nil or score > score_threshold then
-          candidates[#candidates + 1] = {i = i, score = score}
+  local c = {}
+  for name, list in pairs(columns) do c[name] = tensor.new(list, {dtype = "f64"}) end
+  local block = math.max(16, math.min(256, (1 << 22) // m, m))
+  local position = tensor.arange(1, m + 1)
+  local dead = {}
+  for first = 1, m, block do
+    local count = math.min(block, m - first + 1)
+    local members = {}
+    for j = 1, block do members[j] = first + math.min(j, count) - 1 end
+    local index = tensor.new(members)
+    local over = overlaps(c, index, index, threshold):reshape(-1):tolist()
+    local picked = {}
+    for j = 1, count do
+      local p = first + j - 1
+      if not dead[p] then
+        kept[#kept + 1] = order[p]
+        if #kept >= max_out then return kept end
+        picked[#picked + 1] = p
+        for l = j + 1, count do
+          if over[(j - 1) * block + l] then dead[first + l - 1] = true end
         end
       end
-      table.sort(candidates, function(p, q)
-        if p.score ~= q.score then return p.score > q.score end
-        return p.i < q.i
+    end
+    local last = first + count - 1
+    if #picked > 0 and last < m then
+      local rows = {}
+      for j = 1, block do rows[j] = picked[math.min(j, #picked)] end
+      local later = position:gt(tensor.new({last}))
+      local hit = overlaps(c, tensor.new(rows), nil, threshold):any(1):logical_and(later)
+      for _, p in ipairs(hit:nonzero():reshape(-1):tolist()) do dead[p] = true end
+    end
+  end
+  return kept
+end
+
+-- NonMaxSuppression reads the scores (the number of boxes kept depends on
+-- them): [k, 3] rows of (batch, class, box), ONNX's greedy selection per
+-- batch and class.
+function ops.NonMaxSuppression(ctx, inputs, attrs)
+  local boxes, scores = inputs[1], inputs[2]
+  if boxes == nil or scores == nil then ctx:error("boxes and scores are required") end
+  if boxes:dim() ~= 3 or boxes:size(3) ~= 4 then
+    ctx:error("boxes must be [batches, boxes, 4], got [%s]", table.concat(boxes:size(), ", "))
+  end
+  if scores:dim() ~= 3 or scores:size(1) ~= boxes:size(1) or scores:size(3) ~= boxes:size(2) then
+    ctx:error("scores must be [%d, classes, %d], got [%s]", boxes:size(1), boxes:size(2),
+      table.concat(scores:size(), ", "))
+  end
+  local function scalar(slot, what, default)
+    local t = inputs[slot]
+    if t == nil then return default end
+    if t:numel() ~= 1 then ctx:error("%s must hold one value, got %d", what, t:numel()) end
+    local v = ctx:host(t)[1]
+    if v ~= v then ctx:error("%s is NaN", what) end
+    return v
+  end
+  local max_out = scalar(3, "max_output_boxes_per_class", 0)
+  if math.type(max_out) ~= "integer" or max_out < 0 then
+    ctx:error("max_output_boxes_per_class is %s (expected an integer >= 0)", tostring(max_out))
+  end
+  local iou_threshold = scalar(4, "iou_threshold", 0)
+  if iou_threshold < 0 or iou_threshold > 1 then ctx:error("iou_threshold %s is outside [0, 1]", tostring(iou_threshold)) end
+  local score_threshold = scalar(5, "score_threshold", nil)
+  local center = (attrs.center_point_box or 0) == 1
+  local nb, nbox, nc = boxes:size(1), boxes:size(2), scores:size(2)
+  local rows = {}
+  local box_values, score_values = ctx:host(boxes), ctx:host(scores)
+  for b = 1, nb do
+    local batch_boxes = table.move(box_values, (b - 1) * nbox * 4 + 1, b * nbox * 4, 1, {})
+    for class = 1, nc do
+      local base = ((b - 1) * nc + (class - 1)) * nbox
+      local order = {}
+      for i = 1, nbox do
+        local score = score_values[base + i]
+        -- (a NaN score is never selected: it has no place in the order)
+        if score == score and (score_threshold == nil or score > score_threshold) then order[#order + 1] = i end
+      end
+      table.sort(order, function(p, q)
+        local sp, sq = score_values[base + p], score_values[base + q]
+        if sp ~= sq then return sp > sq end
+        return p < q
       end)
-      local kept = {}
-      for _, cand in ipairs(candidates) do
-        if #kept >= max_out then break end
-        local keep = true
-        for _, k in ipairs(kept) do
-          if iou(b, cand.i, k) > iou_threshold then keep = false; break end
-        end
-        if keep then
-          kept[#kept + 1] = cand.i
-          rows[#rows + 1] = {b - 1, c - 1, cand.i - 1}
-        end
+      for _, i in ipairs(greedy_selection(batch_boxes, center, order, max_out, iou_threshold)) do
+        rows[#rows + 1] = {b - 1, class - 1, i - 1}
       end
     end
   end
