@@ -21,7 +21,7 @@ onnx.min_opset, onnx.max_opset = 1, 17
 
 -- op_type -> function(ctx, inputs, attrs) -> outputs..., from the op
 -- modules (each returns {OpType = fn, ...}).
-local op_modules = {"onnx_ops_math", "onnx_ops_nn", "onnx_ops_shape"}
+local op_modules = {"onnx_ops_math", "onnx_ops_nn", "onnx_ops_shape", "onnx_ops_vision"}
 onnx.ops = {}
 for _, name in ipairs(op_modules) do
   for op_type, fn in pairs(require("lazylua." .. name)) do onnx.ops[op_type] = fn end

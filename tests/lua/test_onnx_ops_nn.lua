@@ -6,7 +6,7 @@
 local h = dofile("helpers.lua")
 local gh = dofile("grad_helpers.lua")(h)
 local ops = {}
-for _, name in ipairs({"onnx_ops_nn", "onnx_ops_shape"}) do
+for _, name in ipairs({"onnx_ops_nn", "onnx_ops_shape", "onnx_ops_vision"}) do
   for op_type, fn in pairs(require("lazylua." .. name)) do ops[op_type] = fn end
 end
 
