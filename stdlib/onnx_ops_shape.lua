@@ -499,7 +499,7 @@ function ops.Range(ctx, inputs)
     if t:numel() ~= 1 then ctx:error("%s must hold one value, got %d", what, t:numel()) end
     bounds[k] = ctx:host(t)[1]
     if bounds[k] ~= bounds[k] or bounds[k] == math.huge or bounds[k] == -math.huge then
-      ctx:error("%s is %s (expected a finite number)", what, tostring(bounds[k]))
+      ctx:error("%s is %s (expected a finite number)", what, bounds[k] ~= bounds[k] and "NaN" or tostring(bounds[k]))
     end
   end
   local start, limit, delta = bounds[1], bounds[2], bounds[3]

@@ -257,7 +257,7 @@ end
 -- naming it.
 local function finite(ctx, what, v)
   if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then
-    ctx:error("%s is %s (expected a finite number)", what, tostring(v))
+    ctx:error("%s is %s (expected a finite number)", what, v ~= v and "NaN" or tostring(v))
   end
   return v
 end
