@@ -621,22 +621,22 @@ end
 -- Type constraints
 ------------------------------------------------------------------------
 -- The ops ONNX types float only (tensor(float16), float, double,
--- bfloat16): their inputs at the given slots; `ints` is the opset from
--- which the spec admits integers too. lazylua would compute an integer
--- input in f32 and change the output's type: a node error instead.
+-- bfloat16) in every opset: their inputs at the given slots. lazylua would
+-- compute most of them on an integer input in f32, changing the output's
+-- type: a node error instead. (Relu, PRelu, Max, Min and Clip take
+-- integers from some opset on, and keep an integer type in lazylua: they
+-- take them in every opset.)
 local float_only = {
   Exp = {}, Log = {}, Sqrt = {}, Reciprocal = {}, Floor = {}, Ceil = {}, Round = {},
   Sin = {}, Cos = {}, Tan = {}, Asin = {}, Acos = {}, Atan = {}, Sinh = {}, Cosh = {},
   Asinh = {}, Acosh = {}, Atanh = {}, IsNaN = {}, IsInf = {}, Sigmoid = {}, Tanh = {},
-  Relu = {ints = 14}, LeakyRelu = {}, Elu = {}, Selu = {}, Celu = {}, HardSigmoid = {},
-  HardSwish = {}, Softplus = {}, Softsign = {}, ThresholdedRelu = {}, Mish = {},
-  PRelu = {slots = {1, 2}, ints = 9}, Softmax = {}, LogSoftmax = {}, Hardmax = {},
-  Mean = {slots = "all"}, Sum = {slots = "all"}, Max = {slots = "all", ints = 12},
-  Min = {slots = "all", ints = 12}, Clip = {ints = 12},
+  LeakyRelu = {}, Elu = {}, Selu = {}, Celu = {}, HardSigmoid = {}, HardSwish = {}, Softplus = {},
+  Softsign = {}, ThresholdedRelu = {}, Mish = {}, Softmax = {}, LogSoftmax = {}, Hardmax = {},
+  Mean = {slots = "all"}, Sum = {slots = "all"},
   NegativeLogLikelihoodLoss = {slots = {1, 3}}, SoftmaxCrossEntropyLoss = {slots = {1, 3}},
 }
 for op_type, rule in pairs(float_only) do
-  ops[op_type] = util.float_only(ops[op_type], rule.slots, rule.ints)
+  ops[op_type] = util.float_only(ops[op_type], rule.slots)
 end
 
 -- Erf: ONNX allows integers, whose erf lazylua would give in f32.

@@ -51,12 +51,11 @@ end
 function util.is_float(t) return float_dtypes[t:dtype()] == true end
 
 -- The op function `fn` for an op whose inputs at `slots` (default {1};
--- "all" for a variadic op) ONNX types float only (from `ints_from` on,
--- integers too): an integer or bool input is refused by a node error
--- rather than computed in f32, which would change the output's type.
-function util.float_only(fn, slots, ints_from)
+-- "all" for a variadic op) ONNX types float only: an integer or bool input
+-- is refused by a node error rather than computed in f32, which would
+-- change the output's type.
+function util.float_only(fn, slots)
   return function(ctx, inputs, attrs)
-    local allow_ints = ints_from ~= nil and ctx.opset >= ints_from
     local list = slots or {1}
     if slots == "all" then
       list = {}
@@ -64,12 +63,8 @@ function util.float_only(fn, slots, ints_from)
     end
     for _, slot in ipairs(list) do
       local t = inputs[slot]
-      if t ~= nil then
-        local dtype = t:dtype()
-        if not float_dtypes[dtype] and not (allow_ints and (dtype == "i32" or dtype == "i64")) then
-          ctx:error("input %d is %s; %s takes %s", slot - 1, dtype, ctx.node.op_type,
-            allow_ints and "float or integer tensors" or "float tensors")
-        end
+      if t ~= nil and not float_dtypes[t:dtype()] then
+        ctx:error("input %d is %s; %s takes float tensors", slot - 1, t:dtype(), ctx.node.op_type)
       end
     end
     return fn(ctx, inputs, attrs)
