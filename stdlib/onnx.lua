@@ -201,7 +201,7 @@ function onnx.run_graph(graph, values, host, opset_of)
   -- The names nodes wrote: a second writer breaks the graph's single
   -- assignment (the inputs and initializers may not be written either).
   local written = {}
-  for name in pairs(values) do written[name] = true end
+  for name in pairs(values) do written[name] = "a graph input or initializer" end
   for _, node in ipairs(graph.nodes) do
     local domain = node.domain == "ai.onnx" and "" or node.domain
     local opset = opset_of[domain] or 0
@@ -233,10 +233,10 @@ function onnx.run_graph(graph, values, host, opset_of)
     for k, name in ipairs(node.outputs) do
       if name ~= "" then
         if written[name] then
-          error(string.format("onnx: %s: output '%s' is also written by an earlier node (a graph assigns each name once)",
-            describe_node(node, opset), name), 0)
+          error(string.format("onnx: %s: output '%s' is already %s (a graph assigns each name once)",
+            describe_node(node, opset), name, written[name]), 0)
         end
-        written[name] = true
+        written[name] = "the output of " .. describe_node(node, opset)
         values[name] = results[k]
         host[name] = on_host and results[k] ~= nil or nil
       end

@@ -551,7 +551,9 @@ function ops.DepthToSpace(ctx, inputs, attrs)
   local x = inputs[1]
   local b = block_size(ctx, x, attrs)
   local n, c, h, w = table.unpack(x:size())
-  if b > c or c % (b * b) ~= 0 then ctx:error("blocksize %d squared does not divide the %d channels", b, c) end
+  if c > 0 and (b > c // b or c % (b * b) ~= 0) then
+    ctx:error("blocksize %d squared does not divide the %d channels", b, c)
+  end
   local y
   if (attrs.mode or "DCR") == "DCR" then
     y = x:reshape(n, b, b, c // (b * b), h, w):permute(1, 4, 5, 2, 6, 3)

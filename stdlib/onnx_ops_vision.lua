@@ -112,7 +112,7 @@ function ops.NonMaxSuppression(ctx, inputs, attrs)
   end
   local function scalar(slot, what, default)
     local t = inputs[slot]
-    if t == nil then return default end
+    if t == nil or t:numel() == 0 then return default end
     if t:numel() ~= 1 then ctx:error("%s must hold one value, got %d", what, t:numel()) end
     local v = ctx:host(t)[1]
     if v ~= v then ctx:error("%s is NaN", what) end

@@ -252,7 +252,7 @@ h.bad(function()
       {name = "a", op_type = "Relu", domain = "", inputs = {"x"}, outputs = {"y"}, attributes = {}},
       {name = "b", op_type = "Neg", domain = "", inputs = {"x"}, outputs = {"y"}, attributes = {}}}}
   return onnx.from_table({ir_version = 8, opset = {[""] = 13}, graph = graph})(tensor.ones(2))
-end, "node 'b' (Neg", "output 'y' is also written by an earlier node")
+end, "node 'b' (Neg", "output 'y' is already the output of node 'a' (Relu")
 
 ------------------------------------------------------------------------
 -- S2, S3: BitShift, integer Div, and tensor errors inside a node
