@@ -52,7 +52,8 @@ end
 -- per block of candidates: the IoUs inside a block are read to pick its
 -- boxes in order, then the picked suppress every later candidate in one
 -- op, whose hits are read as positions. Every block's steps have the same
--- shapes (the last block and the picked rows padded by repetition).
+-- shapes (the last block and the picked rows padded by repetition), so
+-- their buffers are reused from block to block.
 local function greedy_selection(box_values, center, order, max_out, threshold)
   local m = #order
   local kept = {}
