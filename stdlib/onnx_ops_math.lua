@@ -636,7 +636,18 @@ local float_only = {
   NegativeLogLikelihoodLoss = {slots = {1, 3}}, SoftmaxCrossEntropyLoss = {slots = {1, 3}},
 }
 for op_type, rule in pairs(float_only) do
-  ops[op_type] = util.float_only(ops[op_type], rule.slots)
+  local fn, slots = ops[op_type], rule.slots or {1}
+  ops[op_type] = function(ctx, inputs, attrs)
+    local last = slots == "all" and (inputs.n or #inputs) or #slots
+    for k = 1, last do
+      local slot = slots == "all" and k or slots[k]
+      local t = inputs[slot]
+      if t ~= nil and not util.is_float(t) then
+        ctx:error("input %d is %s; %s takes float tensors", slot - 1, t:dtype(), op_type)
+      end
+    end
+    return fn(ctx, inputs, attrs)
+  end
 end
 
 -- Erf: ONNX allows integers, whose erf lazylua would give in f32.

@@ -5,8 +5,6 @@
 -- lazylua's dims are 1-based.
 local util = {}
 
-local float_dtypes = {f32 = true, f64 = true}
-
 -- The 1-based lazylua dim of an ONNX axis in a tensor of `rank` dims.
 -- Raises through ctx:error when the axis is outside [-rank, rank - 1] (with
 -- `rank` 0 treated as 1, as a 0-d tensor's only axis).
@@ -47,29 +45,10 @@ function util.flag(attrs, name, default)
   return value ~= 0
 end
 
+local float_dtypes = {f32 = true, f64 = true}
+
 -- Whether a tensor holds floating-point values.
 function util.is_float(t) return float_dtypes[t:dtype()] == true end
-
--- The op function `fn` for an op whose inputs at `slots` (default {1};
--- "all" for a variadic op) ONNX types float only: an integer or bool input
--- is refused by a node error rather than computed in f32, which would
--- change the output's type.
-function util.float_only(fn, slots)
-  return function(ctx, inputs, attrs)
-    local list = slots or {1}
-    if slots == "all" then
-      list = {}
-      for i = 1, inputs.n or #inputs do list[i] = i end
-    end
-    for _, slot in ipairs(list) do
-      local t = inputs[slot]
-      if t ~= nil and not float_dtypes[t:dtype()] then
-        ctx:error("input %d is %s; %s takes float tensors", slot - 1, t:dtype(), ctx.node.op_type)
-      end
-    end
-    return fn(ctx, inputs, attrs)
-  end
-end
 
 -- ONNX TensorProto.DataType numbers -> lazylua dtypes, for the types whose
 -- values lazylua holds exactly (the others map to nil).
