@@ -699,7 +699,7 @@ limited_write() {
       ) > "$work/out" 2> "$work/err"
       status=$?
     } 2> /dev/null
-    if [ "$(cat "$file")" != "the old content" ]; then
+    if ! printf 'the old content' | cmp -s - "$file"; then
       fail "$name ($mode): the old file was changed to $(wc -c < "$file") bytes"
     elif [ $mode = error ] && [ $status -ne 0 ]; then
       fail "$name ($mode): exit $status: $(head -c 800 "$work/err")"
