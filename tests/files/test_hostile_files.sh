@@ -682,6 +682,18 @@ check "the writers through a symlink write the file it leads to, and keep the li
   assert(read("real.svg"):find("</svg>", 1, true), "the file the link leads to was not written")
   assert(os.execute("test -L " .. dir .. "/link.svg"), "the link was replaced")'
 
+# The debug report at exit quotes the script's lines from its file: a
+# script read from a FIFO is not opened again (that would wait forever).
+cases=$((cases + 1))
+mkfifo script.lua
+timeout 30 sh -c "printf 'for i = 1, 3 do print((tensor.ones(2) * i):sum():item()) end\\n' > script.lua" &
+LAZYLUA_DEBUG=1 timeout -k 5 20 "$lazylua" script.lua > out 2> err
+status=$?
+wait
+if [ $status -ne 0 ] || [ "$(tr '\n' ' ' < out)" != "2.0 4.0 6.0 " ] || ! grep -q 'synced 3 times' err; then
+  fail "LAZYLUA_DEBUG report of a script read from a FIFO: exit $status, out '$(cat out)', err: $(tail -c 400 err)"
+fi
+
 # limited_write NAME FILE CODE: runs CODE with files limited to 4 KiB
 # (ulimit -f), twice: with SIGXFSZ ignored (the write fails with EFBIG, and
 # CODE checks the error) and with it fatal (the process dies halfway
