@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "tensor/error.h"
@@ -120,28 +121,39 @@ namespace {
 // The first bytes (up to kPeekBytes) the gzip data in `in` decompresses to,
 // across members as the whole decompression goes (a tiny first member must
 // not hide a bomb in the next), with zlib's streaming inflate: libdeflate
-// gives all of a member or nothing. Damaged data gives what came before the
-// damage (the whole decompression reports it).
-std::string gunzip_prefix(const uint8_t* in, size_t size) {
+// gives all of a member or nothing. nullopt when the data is damaged or cut
+// short before that many bytes come out: the whole decompression then
+// stops at the same place, and reports it.
+std::optional<std::string> gunzip_prefix(const uint8_t* in, size_t size, const char* function) {
   std::string prefix(kPeekBytes, '\0');
   z_stream stream{};
-  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) return {};
+  if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
+    fail("{}: out of memory: cannot make a gzip decompressor", function);
+  }
   stream.next_in = const_cast<uint8_t*>(in);
   stream.avail_in = static_cast<uInt>(std::min<size_t>(size, UINT32_MAX));
   stream.next_out = reinterpret_cast<Bytef*>(prefix.data());
   stream.avail_out = static_cast<uInt>(prefix.size());
+  bool damaged = false;
   while (stream.avail_out > 0) {
     const int status = inflate(&stream, Z_NO_FLUSH);
     if (status == Z_STREAM_END) {
       // Another member follows only where its magic does (as in gunzip).
       if (stream.avail_in < 2 || stream.next_in[0] != 0x1f || stream.next_in[1] != 0x8b) break;
-      if (inflateReset(&stream) != Z_OK) break;
+      if (inflateReset(&stream) != Z_OK) {
+        damaged = true;
+        break;
+      }
       continue;
     }
-    if (status != Z_OK) break;
+    if (status != Z_OK) {  // bad data, or no more input in the middle of a member
+      damaged = true;
+      break;
+    }
   }
   prefix.resize(prefix.size() - stream.avail_out);
   inflateEnd(&stream);
+  if (damaged) return std::nullopt;
   return prefix;
 }
 
@@ -247,8 +259,11 @@ HostBytes read_file_bytes(const std::string& path, const char* function,
   if (options.gunzip && bytes.size() >= 2 && bytes.data()[0] == 0x1f && bytes.data()[1] == 0x8b) {
     size_t most = SIZE_MAX;
     if (options.output_limit) {
-      const std::string prefix = gunzip_prefix(bytes.data(), bytes.size());
-      most = options.output_limit(reinterpret_cast<const uint8_t*>(prefix.data()), prefix.size());
+      const std::optional<std::string> prefix = gunzip_prefix(bytes.data(), bytes.size(), function);
+      if (prefix) {
+        most =
+            options.output_limit(reinterpret_cast<const uint8_t*>(prefix->data()), prefix->size());
+      }
     }
     return gunzip(bytes.data(), bytes.size(), path, function, most);
   }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "tensor/error.h"
@@ -83,20 +84,24 @@ uint64_t physical_memory() {
 }
 
 // The first bytes (up to `most`) the raw deflate data [in, in + size)
-// inflates to; fewer when it ends or is damaged sooner (the whole inflate
-// reports that).
-std::string inflate_prefix(const uint8_t* in, size_t size, size_t most) {
+// inflates to, fewer when it ends sooner; nullopt when it is damaged or cut
+// short before that many bytes come out.
+std::optional<std::string> inflate_prefix(const uint8_t* in, size_t size, size_t most,
+                                          const char* function) {
   std::string prefix(most, '\0');
   z_stream stream{};
-  if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) return {};
+  if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) {
+    fail("{}: out of memory: cannot make a deflate decompressor", function);
+  }
   stream.next_in = const_cast<uint8_t*>(in);
   stream.avail_in = static_cast<uInt>(std::min<size_t>(size, UINT32_MAX));
   stream.next_out = reinterpret_cast<Bytef*>(prefix.data());
   stream.avail_out = static_cast<uInt>(prefix.size());
-  while (stream.avail_out > 0 && inflate(&stream, Z_NO_FLUSH) == Z_OK) {
-  }
+  int status = Z_OK;
+  while (stream.avail_out > 0 && status == Z_OK) status = inflate(&stream, Z_NO_FLUSH);
   prefix.resize(prefix.size() - stream.avail_out);
   inflateEnd(&stream);
+  if (status != Z_OK && status != Z_STREAM_END) return std::nullopt;
   return prefix;
 }
 
@@ -236,15 +241,17 @@ std::vector<Entry> read_archive(const uint8_t* data, size_t size, const char* fu
     // What the entry's content announces bounds what it may inflate to:
     // checked on its first bytes, before the room for all is made.
     if (limit) {
-      const std::string inflated =
-          record.method == kStored
-              ? std::string()
-              : inflate_prefix(stored, record.compressed_size, kEntryPeekBytes);
+      std::optional<std::string> inflated;
+      if (record.method == kDeflated) {
+        inflated = inflate_prefix(stored, record.compressed_size, kEntryPeekBytes, function);
+        if (!inflated) {
+          fail("{}: '{}' is corrupted or truncated: bad deflate data in {}", function, path, where);
+        }
+      }
       const uint8_t* prefix =
-          record.method == kStored ? stored : reinterpret_cast<const uint8_t*>(inflated.data());
-      const size_t prefix_size = record.method == kStored
-                                     ? std::min<size_t>(record.compressed_size, kEntryPeekBytes)
-                                     : inflated.size();
+          inflated ? reinterpret_cast<const uint8_t*>(inflated->data()) : stored;
+      const size_t prefix_size =
+          inflated ? inflated->size() : std::min<size_t>(record.compressed_size, kEntryPeekBytes);
       const size_t most = limit(record.name, prefix, prefix_size);
       if (record.size_uncompressed > most) {
         fail("{}: '{}' {} claims {} bytes, more than the {} its content announces", function, path,

@@ -572,6 +572,12 @@ gzip -c one.npy > one.npy.gz
 { printf 'not npy'; head -c 256M /dev/zero; } | gzip -1 > bomb_garbage.npy.gz
 
 npy_check "npy.gz: a valid file" 'expect(tensor.load_npy(dir .. "/one.npy.gz"):tolist(), {1.0})'
+npy_check "npy.gz: a cut stream, and a flipped byte in it" '
+  local gz = read("one.npy.gz")
+  write("cut.npy.gz", gz:sub(1, 30))
+  expect_error(load_npy("cut.npy.gz"), "tensor.load_npy: ", "is corrupted or truncated")
+  write("flip.npy.gz", patch(gz, #gz // 2, string.char(gz:byte(#gz // 2) ~ 0xff)))
+  expect_error(load_npy("flip.npy.gz"), "tensor.load_npy: ", "is corrupted or truncated")'
 npy_check "npy.gz: a bomb" '
   expect_error(load_npy("bomb.npy.gz"), "decompresses to more than the 132 bytes its content announces")
   expect_small_rss(100)'
