@@ -74,7 +74,9 @@ typedef struct lazylua_options {
    * date, difftime and time; require finds only preloaded and built-in
    * modules (no Lua or C files); load, loadstring and the API accept text
    * chunks only (no bytecode); loadfile, dofile, tensor.save, tensor.load,
-   * data.read_idx, data.read_csv and plot.line_chart are gone (nil). The
+   * the NumPy file functions, data.read_idx, data.read_csv, plot.line_chart,
+   * onnx.load, onnx.read_tensor and onnx.export are gone (nil);
+   * tensor.profile takes no file and LAZYLUA_PROFILE is ignored. The
    * host hands data over as tensors (lazylua_tensor_from_buffer) and takes
    * results back the same way. */
   int sandbox;

@@ -7,25 +7,20 @@
 // and byte count: a damaged file gives an error, never garbage tensors.
 #include "interp/lua_checkpoint.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <bit>
 #include <cctype>
-#include <cerrno>
 #include <climits>
 #include <cstring>
-#include <ctime>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "interp/checkpoint.pb.h"
+#include "interp/file_bytes.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/runtime.h"
 #include "tensor/array.h"
@@ -276,86 +271,6 @@ struct Encoder {
   }
 };
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
-// The file a save to `path` writes: `path` itself, or the file its
-// symlinks lead to (the links stay links, as with any program that opens
-// the path for writing). Only a regular file, or a new one, is replaced.
-std::string save_target(const std::string& path) {
-  std::string target = path;
-  for (int hops = 0;; hops++) {
-    struct stat info {};
-    if (lstat(target.c_str(), &info) != 0) return target;  // a new file
-    if (S_ISREG(info.st_mode)) return target;
-    if (!S_ISLNK(info.st_mode)) {
-      fail("tensor.save: '{}' is {}, not a checkpoint file; it was left alone", path,
-           file_kind(info.st_mode));
-    }
-    if (hops == 40) fail("tensor.save: '{}': too many levels of symbolic links", path);
-    char link[4096];
-    const ssize_t length = readlink(target.c_str(), link, sizeof link - 1);
-    if (length < 0) fail("tensor.save: cannot read the link '{}': {}", target, strerror(errno));
-    link[length] = '\0';
-    const size_t slash = target.rfind('/');
-    target = link[0] == '/' || slash == std::string::npos ? std::string(link)
-                                                          : target.substr(0, slash + 1) + link;
-  }
-}
-
-// Temporary files of `target` that a killed save left behind: older than
-// an hour (a save in progress elsewhere is younger), named as ours are.
-void remove_stale_temporaries(const std::string& target) {
-  const size_t slash = target.rfind('/');
-  const std::string directory = slash == std::string::npos ? "." : target.substr(0, slash + 1);
-  const std::string prefix = target.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp-";
-  DIR* listing = opendir(directory.c_str());
-  if (!listing) return;
-  const time_t now = time(nullptr);
-  while (const dirent* entry = readdir(listing)) {
-    const std::string name = entry->d_name;
-    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string candidate = (slash == std::string::npos ? "" : directory) + name;
-    struct stat info {};
-    if (lstat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
-        now - info.st_mtime > 3600) {
-      unlink(candidate.c_str());
-    }
-  }
-  closedir(listing);
-}
-
-// Writes to a temporary file in the same directory, then renames it over
-// `path`: a crash or a full disk never leaves a half-written checkpoint.
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string target = save_target(path);
-  remove_stale_temporaries(target);
-  std::string temporary = target + ".tmp-XXXXXX";
-  const int fd = mkstemp(temporary.data());
-  if (fd < 0) fail("tensor.save: cannot create a file next to '{}': {}", target, strerror(errno));
-  const char* error = nullptr;
-  size_t written = 0;
-  while (written < bytes.size() && !error) {
-    const ssize_t count = write(fd, bytes.data() + written, bytes.size() - written);
-    if (count < 0 && errno != EINTR) error = strerror(errno);
-    if (count > 0) written += static_cast<size_t>(count);
-  }
-  if (!error && fchmod(fd, 0644) != 0) error = strerror(errno);
-  if (!error && fsync(fd) != 0) error = strerror(errno);
-  if (close(fd) != 0 && !error) error = strerror(errno);
-  if (!error && rename(temporary.c_str(), target.c_str()) != 0) error = strerror(errno);
-  if (error) {
-    const std::string message = error;
-    unlink(temporary.c_str());
-    fail("tensor.save: cannot write '{}': {}", path, message);
-  }
-}
-
 int save(lua_State* L) {
   if (lua_type(L, 1) != LUA_TSTRING) type_error(L, 1, "save", "string (a file path)");
   if (lua_type(L, 2) != LUA_TTABLE) type_error(L, 2, "save", "table");
@@ -381,49 +296,11 @@ int save(lua_State* L) {
   file.set_payload(std::move(payload));
   std::string bytes;
   file.SerializeToString(&bytes);
-  write_file_atomically(path, bytes);
+  write_file(path, bytes, "tensor.save");
   return 0;
 }
 
 // ---- load ----
-
-std::string read_whole_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail("tensor.load: cannot open '{}': {}", path, strerror(errno));
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    const mode_t mode = info.st_mode;
-    close(fd);
-    fail("tensor.load: '{}' is {}, not a checkpoint file", path, file_kind(mode));
-  }
-  // The file is read whole and then parsed: one larger than the machine's
-  // memory cannot load, and reading it first (a sparse file of a terabyte
-  // is all zeros) would take minutes and all the memory there is.
-  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0 &&
-      static_cast<uint64_t>(info.st_size) > static_cast<uint64_t>(pages) * page_size) {
-    close(fd);
-    fail("tensor.load: '{}' is {:.1f} GiB, larger than this machine's memory", path,
-         static_cast<double>(info.st_size) / (1 << 30));
-  }
-  std::string bytes;
-  bytes.reserve(static_cast<size_t>(info.st_size));
-  char chunk[1 << 16];
-  while (true) {
-    const ssize_t count = read(fd, chunk, sizeof chunk);
-    if (count == 0) break;
-    if (count < 0) {
-      if (errno == EINTR) continue;
-      const std::string message = strerror(errno);
-      close(fd);
-      fail("tensor.load: cannot read '{}': {}", path, message);
-    }
-    bytes.append(chunk, static_cast<size_t>(count));
-  }
-  close(fd);
-  return bytes;
-}
 
 struct Decoder {
   lua_State* L;
@@ -530,9 +407,12 @@ int load(lua_State* L) {
   const std::string path = lua_tostring(L, 1);
   proto::CheckpointFile file;
   {
-    const std::string bytes = read_whole_file(path);
-    if (bytes.empty()) fail("tensor.load: '{}' is empty, not a checkpoint", path);
-    if (!file.ParseFromString(bytes)) {
+    // At most protobuf's 2 GiB, all a message can hold (save refuses more):
+    // a larger file is refused from its size, before it is read.
+    const HostBytes bytes =
+        read_file_bytes(path, "tensor.load", ReadOptions{.max_bytes = INT_MAX, .gunzip = false});
+    if (bytes.size() == 0) fail("tensor.load: '{}' is empty, not a checkpoint", path);
+    if (!file.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
       fail("tensor.load: '{}' is truncated or corrupted (it does not parse as a checkpoint)", path);
     }
   }

@@ -6,15 +6,7 @@
 // written; a view is written in its own row-major order.
 #include "interp/lua_npy.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -30,36 +22,8 @@ namespace {
 
 constexpr std::string_view kNpySuffix = ".npy";
 
-// Writes `bytes` to a temporary file next to `path`, then renames it over
-// `path`: a failed save never leaves half a file. An existing `path` must
-// be a regular file (a symlink to one is followed).
-void write_file(const std::string& path, const std::string& bytes, const char* function) {
-  std::string target = path;
-  struct stat info {};
-  if (stat(path.c_str(), &info) == 0) {
-    if (!S_ISREG(info.st_mode)) {
-      fail("{}: '{}' exists and is not a regular file; it was left alone", function, path);
-    }
-    char resolved[PATH_MAX];
-    if (realpath(path.c_str(), resolved)) target = resolved;
-  }
-  std::string temporary = target + ".tmp-XXXXXX";
-  const int fd = mkstemp(temporary.data());
-  if (fd < 0) fail("{}: cannot create a file next to '{}': {}", function, path, strerror(errno));
-  std::string error;
-  size_t written = 0;
-  while (written < bytes.size() && error.empty()) {
-    const ssize_t count = write(fd, bytes.data() + written, bytes.size() - written);
-    if (count < 0 && errno != EINTR) error = strerror(errno);
-    if (count > 0) written += static_cast<size_t>(count);
-  }
-  if (error.empty() && fchmod(fd, 0644) != 0) error = strerror(errno);
-  if (close(fd) != 0 && error.empty()) error = strerror(errno);
-  if (error.empty() && rename(temporary.c_str(), target.c_str()) != 0) error = strerror(errno);
-  if (!error.empty()) {
-    unlink(temporary.c_str());
-    fail("{}: cannot write '{}': {}", function, path, error);
-  }
+bool is_npy_name(const std::string& name) {
+  return name.size() > kNpySuffix.size() && std::string_view(name).ends_with(kNpySuffix);
 }
 
 std::string check_path(lua_State* L, int arg, const char* function) {
@@ -93,8 +57,13 @@ int save_npy(lua_State* L) {
 int load_npy(lua_State* L) {
   const char* function = "tensor.load_npy";
   const std::string path = check_path(L, 1, function);
-  const HostBytes bytes = read_file_bytes(path, function);
-  push_tensor(L, npy::decode(bytes.data(), bytes.size(), function, "'" + path + "'"));
+  const std::string source = "'" + path + "'";
+  // A .npy.gz file decompresses to no more than its header announces: a
+  // gzip bomb is refused before it fills the memory.
+  const HostBytes bytes = read_file_bytes(path, function, [&](const uint8_t* prefix, size_t size) {
+    return npy::announced_length(prefix, size, function, source);
+  });
+  push_tensor(L, npy::decode(bytes.data(), bytes.size(), function, source));
   return 1;
 }
 
@@ -157,17 +126,23 @@ int load_npz(lua_State* L) {
   std::vector<zip::Entry> entries;
   {
     const HostBytes bytes = read_file_bytes(path, function);
-    entries = zip::read_archive(bytes.data(), bytes.size(), function, path);
+    // Each entry inflates to no more than its .npy header announces: a
+    // deflate bomb is refused before it fills the memory.
+    entries = zip::read_archive(
+        bytes.data(), bytes.size(), function, path,
+        [&](const std::string& name, const uint8_t* prefix, size_t size) {
+          const std::string source = fmt::format("'{}' entry '{}'", path, name);
+          if (!is_npy_name(name)) {
+            fail("{}: {} is not a .npy file (its name does not end in .npy)", function, source);
+          }
+          return npy::announced_length(prefix, size, function, source);
+        });
   }
   // Every array is decoded before the table is pushed: a bad entry leaves
   // nothing half-built on the stack.
   std::vector<std::pair<std::string, Array>> arrays;
   for (zip::Entry& entry : entries) {
     const std::string source = fmt::format("'{}' entry '{}'", path, entry.name);
-    const bool npy_entry =
-        entry.name.size() > kNpySuffix.size() && std::string_view(entry.name).ends_with(kNpySuffix);
-    if (!npy_entry)
-      fail("{}: {} is not a .npy file (its name does not end in .npy)", function, source);
     Array array = npy::decode(reinterpret_cast<const uint8_t*>(entry.bytes.data()),
                               entry.bytes.size(), function, source);
     std::string().swap(entry.bytes);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "interp/file_bytes.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/runtime.h"
 #include "tensor/profiler.h"
@@ -19,16 +20,14 @@ std::vector<profiler::Event>& last_events() {
   return *events;
 }
 
-// Stops the profiler and keeps its events; writes them to `path` if given.
-// No exception leaves (the caller raises Lua errors): false and `message`.
-bool finish_profile(const char* path, char* message, size_t size) noexcept {
+// Stops the profiler and keeps its events; writes them to `path` if given,
+// through the safe writer (a FIFO or a device is refused, not waited on;
+// the file is whole or not there). No exception leaves (the caller raises
+// Lua errors): false and `message`, which starts with `function`.
+bool finish_profile(const char* function, const char* path, char* message, size_t size) noexcept {
   try {
     last_events() = profiler::stop();
-    std::string error;
-    if (path && !profiler::write_chrome_trace(last_events(), path, &error)) {
-      std::snprintf(message, size, "%s", error.c_str());
-      return false;
-    }
+    if (path) write_file(path, profiler::chrome_trace(last_events()), function);
     return true;
   } catch (const std::exception& error) {
     std::snprintf(message, size, "%s", error.what());
@@ -47,8 +46,8 @@ int write_profile_at_exit(lua_State* L) {
   auto* at_exit = static_cast<ProfileAtExit*>(lua_touserdata(L, 1));
   if (!at_exit || at_exit->path.empty()) return 0;
   char message[512];
-  if (!finish_profile(at_exit->path.c_str(), message, sizeof message)) {
-    std::fprintf(stderr, "lazylua: LAZYLUA_PROFILE: %s\n", message);
+  if (!finish_profile("LAZYLUA_PROFILE", at_exit->path.c_str(), message, sizeof message)) {
+    std::fprintf(stderr, "lazylua: %s\n", message);
   }
   at_exit->~ProfileAtExit();
   return 0;
@@ -77,9 +76,10 @@ int profile(lua_State* L) {
   lua_pushvalue(L, 1);
   const int status = lua_pcall(L, 0, LUA_MULTRET, 0);
   char message[512];
-  const bool finished = finish_profile(status == LUA_OK ? path : nullptr, message, sizeof message);
+  const bool finished =
+      finish_profile("tensor.profile", status == LUA_OK ? path : nullptr, message, sizeof message);
   if (status != LUA_OK) return lua_error(L);
-  if (!finished) return luaL_error(L, "tensor.profile: %s", message);
+  if (!finished) return luaL_error(L, "%s", message);
   return lua_gettop(L) - 2;
 }
 

@@ -321,13 +321,29 @@ float half_to_float(uint16_t half) {
   return sign ? -magnitude : magnitude;
 }
 
-Array decode(const uint8_t* data, size_t size, const char* function, const std::string& source) {
+namespace {
+
+// Where a .npy file's parts lie, as its header announces them.
+struct Layout {
+  Header header;
+  int64_t count = 0;      // elements
+  size_t data_start = 0;  // the first data byte
+  size_t data_bytes = 0;  // the data's length
+};
+
+// The layout the .npy bytes [data, data + size) announce. `whole`: they are
+// the whole file, and ending before the header does is an error; else they
+// are its first bytes, and that gives nullopt. Every other fault is an Error.
+std::optional<Layout> read_layout(const uint8_t* data, size_t size, const char* function,
+                                  const std::string& source, bool whole) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   if (bytes.substr(0, kMagic.size()) != kMagic.substr(0, std::min(size, kMagic.size()))) {
     fail("{}: {} is not a .npy file (it does not start with \\x93NUMPY)", function, source);
   }
-  if (size < 10)
+  if (size < 10) {
+    if (!whole) return std::nullopt;
     fail("{}: {} is truncated: {} bytes, no complete .npy header", function, source, size);
+  }
   const int major = data[6], minor = data[7];
   if (major < 1 || major > 3) {
     fail("{}: {} has .npy format version {}.{}; lazylua reads versions 1.0, 2.0 and 3.0", function,
@@ -336,6 +352,7 @@ Array decode(const uint8_t* data, size_t size, const char* function, const std::
   // Version 1.0 gives the header's length in 2 bytes, 2.0 and 3.0 in 4.
   const size_t length_bytes = major == 1 ? 2 : 4;
   if (size < 8 + length_bytes) {
+    if (!whole) return std::nullopt;
     fail("{}: {} is truncated: {} bytes, no complete .npy header", function, source, size);
   }
   const size_t header_length = little_endian(data + 8, static_cast<int>(length_bytes));
@@ -345,20 +362,41 @@ Array decode(const uint8_t* data, size_t size, const char* function, const std::
          header_length, kMaxHeaderBytes);
   }
   if (size - header_start < header_length) {
+    if (!whole) return std::nullopt;
     fail("{}: {} is truncated in its header ({} of {} header bytes)", function, source,
          size - header_start, header_length);
   }
-  const Header header =
-      HeaderParser(bytes.substr(header_start, header_length), function, source).parse();
-  int64_t count = 0;
+  Layout layout;
+  layout.header = HeaderParser(bytes.substr(header_start, header_length), function, source).parse();
   try {
-    count = checked_numel(header.shape, function);
+    layout.count = checked_numel(layout.header.shape, function);
   } catch (const Error&) {
     fail("{}: {} announces an array of shape {}, too large for a tensor", function, source,
-         shape_string(header.shape));
+         shape_string(layout.header.shape));
   }
-  const size_t data_start = header_start + header_length;
-  const size_t expected = static_cast<size_t>(count) * static_cast<size_t>(header.element.size);
+  layout.data_start = header_start + header_length;
+  layout.data_bytes =
+      static_cast<size_t>(layout.count) * static_cast<size_t>(layout.header.element.size);
+  return layout;
+}
+
+}  // namespace
+
+size_t announced_length(const uint8_t* prefix, size_t size, const char* function,
+                        const std::string& source) {
+  const std::optional<Layout> layout = read_layout(prefix, size, function, source, false);
+  if (!layout) return SIZE_MAX;
+  return layout->data_bytes > SIZE_MAX - layout->data_start
+             ? SIZE_MAX
+             : layout->data_start + layout->data_bytes;
+}
+
+Array decode(const uint8_t* data, size_t size, const char* function, const std::string& source) {
+  const Layout layout = *read_layout(data, size, function, source, true);
+  const Header& header = layout.header;
+  const int64_t count = layout.count;
+  const size_t data_start = layout.data_start;
+  const size_t expected = layout.data_bytes;
   const size_t held = size - data_start;
   if (held != expected) {
     fail("{}: {} announces {} elements of shape {} ({} bytes of data), the file holds {} bytes",

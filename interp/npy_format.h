@@ -25,6 +25,14 @@ inline constexpr size_t kMaxHeaderBytes = 65536;
 // version, a header that does not parse, or data of the wrong length.
 Array decode(const uint8_t* data, size_t size, const char* function, const std::string& source);
 
+// The length of the .npy file whose first bytes are [prefix, prefix + size)
+// (its header and data), as its header announces it: what a gzip-compressed
+// .npy file or an .npz entry may decompress to. SIZE_MAX when the prefix
+// ends before the header does; an Error, as decode gives it, when the
+// header is not valid.
+size_t announced_length(const uint8_t* prefix, size_t size, const char* function,
+                        const std::string& source);
+
 // The .npy bytes of `array` (any layout: it is copied in row-major order),
 // version 1.0 unless its header needs more than 65535 bytes (then 2.0).
 std::string encode(const Array& array);

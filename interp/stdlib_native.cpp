@@ -6,6 +6,8 @@
 //   read_csv(path, delimiter, header, dtype, text) -> tensor, names|nil, categories
 //     (interp/csv_reader.cpp)
 //   take_rows(tensor, index|nil, first, count) -> tensor   eager row gather
+//   read_file(path, function, max_bytes) -> string   the safe file helpers
+//   write_file(path, bytes, function)                  (interp/file_bytes.h)
 //   write_gzip(path, bytes)                    for tests: make .gz fixtures
 //   isatty(fd) -> boolean, terminal_width() -> integer|nil
 //   monotonic_seconds() -> number
@@ -49,39 +51,28 @@ std::optional<DType> optional_dtype(lua_State* L, int arg, const char* function)
   return parse_dtype(check_string(L, arg, function));
 }
 
-// A gzip file being written (write_gzip, for test fixtures). zlib on
+// The gzip file of `bytes` (write_gzip, for test fixtures). zlib on
 // purpose: files written by one implementation and read by another
 // (libdeflate, file_bytes.cpp) check both.
-class GzipWriter {
- public:
-  GzipWriter(const std::string& path, const char* function)
-      : path_(path), file_(gzopen(path.c_str(), "wb")) {
-    if (!file_) fail("{}: cannot open '{}': {}", function, path, strerror(errno ? errno : ENOMEM));
+std::string gzip_bytes(const std::string& bytes, const char* function) {
+  // One deflate call: zlib counts a call's bytes in 32 bits.
+  if (bytes.size() > UINT32_MAX / 2) fail("{}: more than 2 GiB to compress", function);
+  z_stream stream{};
+  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    fail("{}: out of memory: cannot make a gzip compressor", function);
   }
-  ~GzipWriter() {
-    if (file_) gzclose(file_);
-  }
-  GzipWriter(const GzipWriter&) = delete;
-  GzipWriter& operator=(const GzipWriter&) = delete;
-
-  void write(const std::string& bytes, const char* function) {
-    if (!bytes.empty() && gzwrite(file_, bytes.data(), static_cast<unsigned>(bytes.size())) <= 0) {
-      int code = Z_OK;
-      const char* text = gzerror(file_, &code);
-      fail("{}: cannot write '{}': {}", function, path_, code == Z_ERRNO ? strerror(errno) : text);
-    }
-  }
-
-  void close(const char* function) {
-    const int status = gzclose(file_);
-    file_ = nullptr;
-    if (status != Z_OK) fail("{}: cannot finish '{}' (zlib status {})", function, path_, status);
-  }
-
- private:
-  std::string path_;
-  gzFile file_;
-};
+  std::string out(deflateBound(&stream, static_cast<uLong>(bytes.size())), '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  stream.avail_in = static_cast<uInt>(bytes.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  const int status = deflate(&stream, Z_FINISH);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  if (status != Z_STREAM_END) fail("{}: zlib could not compress (status {})", function, status);
+  return out;
+}
 
 // ---- IDX (the MNIST format) ----
 // Header: two zero bytes, an element type code, the number of dims, then one
@@ -287,12 +278,57 @@ int take_rows(lua_State* L) {
 
 // ---- Files, terminals, time ----
 
+// Pushes the string [data, data + size) in a protected call: a memory
+// error raised there must not jump over the caller's C++ objects (the
+// buffer holding the bytes); it becomes an Error instead.
+int push_string_body(lua_State* L) {
+  lua_pushlstring(L, static_cast<const char*>(lua_touserdata(L, 1)),
+                  static_cast<size_t>(lua_tointeger(L, 2)));
+  return 1;
+}
+void push_string(lua_State* L, const uint8_t* data, size_t size, const char* function) {
+  if (!lua_checkstack(L, 3)) fail("{}: Lua stack overflow", function);
+  lua_pushcfunction(L, push_string_body);
+  lua_pushlightuserdata(L, const_cast<uint8_t*>(data));
+  lua_pushinteger(L, static_cast<lua_Integer>(size));
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    const std::string message = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "an error";
+    lua_pop(L, 1);
+    fail("{}: {} (a string of {} bytes)", function, message, size);
+  }
+}
+
+// read_file(path, function, max_bytes): the bytes of the regular file at
+// `path` as they are (no gunzip), refused when larger than max_bytes. Its
+// errors name `function`, the stdlib function reading (onnx.load).
+int read_file(lua_State* L) {
+  const std::string path = check_string(L, 1, "read_file");
+  const std::string function = check_string(L, 2, "read_file");
+  const int64_t max_bytes = check_integer(L, 3, "read_file");
+  if (max_bytes < 0) binding::argument_error(3, "read_file", "a size limit below 0");
+  const HostBytes bytes =
+      read_file_bytes(path, function.c_str(),
+                      ReadOptions{.max_bytes = static_cast<size_t>(max_bytes), .gunzip = false});
+  push_string(L, bytes.data(), bytes.size(), function.c_str());
+  return 1;
+}
+
+// write_file(path, bytes, function): `bytes` written to `path`, atomically;
+// only a regular file (or a new one) is replaced. Errors name `function`.
+int write_file(lua_State* L) {
+  const std::string path = check_string(L, 1, "write_file");
+  size_t size = 0;
+  if (lua_type(L, 2) != LUA_TSTRING) type_error(L, 2, "write_file", "string");
+  const char* bytes = lua_tolstring(L, 2, &size);
+  const std::string function = check_string(L, 3, "write_file");
+  lazylua::write_file(path, std::string_view(bytes, size), function.c_str());
+  return 0;
+}
+
 int write_gzip(lua_State* L) {
   const std::string path = check_string(L, 1, "write_gzip");
   const std::string bytes = check_string(L, 2, "write_gzip");
-  GzipWriter file(path, "write_gzip");
-  file.write(bytes, "write_gzip");
-  file.close("write_gzip");
+  lazylua::write_file(path, gzip_bytes(bytes, "write_gzip"), "write_gzip");
   return 0;
 }
 
@@ -330,10 +366,9 @@ int open_stdlib_native(lua_State* L) {
   // The ones that open files by name: a sandbox has none of them (data.lua
   // then leaves out its readers too).
   const luaL_Reg file_functions[] = {
-      {"read_idx", guarded<read_idx>},
-      {"read_csv", guarded<read_csv>},
-      {"write_gzip", guarded<write_gzip>},
-      {nullptr, nullptr},
+      {"read_idx", guarded<read_idx>},     {"read_csv", guarded<read_csv>},
+      {"read_file", guarded<read_file>},   {"write_file", guarded<write_file>},
+      {"write_gzip", guarded<write_gzip>}, {nullptr, nullptr},
   };
   const bool sandboxed = is_sandboxed(L);
   luaL_newlib(L, functions);

@@ -8,11 +8,13 @@
 #include "interp/zip_archive.h"
 
 #include <libdeflate.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "tensor/error.h"
@@ -65,10 +67,48 @@ std::string shown(std::string_view name) {
 
 using Decompressor = std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)>;
 
+// One entry as the central directory describes it, checked against the
+// archive's bytes.
+struct Record {
+  std::string name;
+  uint16_t method = kStored;
+  uint32_t crc = 0;
+  uint32_t compressed_size = 0;
+  uint32_t size_uncompressed = 0;
+  size_t data_start = 0;
+};
+
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * page_size : UINT64_MAX;
+}
+
+// The first bytes (up to `most`) the raw deflate data [in, in + size)
+// inflates to, fewer when it ends sooner; nullopt when it is damaged or cut
+// short before that many bytes come out.
+std::optional<std::string> inflate_prefix(const uint8_t* in, size_t size, size_t most,
+                                          const char* function) {
+  std::string prefix(most, '\0');
+  z_stream stream{};
+  if (inflateInit2(&stream, -MAX_WBITS) != Z_OK) {
+    fail("{}: out of memory: cannot make a deflate decompressor", function);
+  }
+  stream.next_in = const_cast<uint8_t*>(in);
+  stream.avail_in = static_cast<uInt>(std::min<size_t>(size, UINT32_MAX));
+  stream.next_out = reinterpret_cast<Bytef*>(prefix.data());
+  stream.avail_out = static_cast<uInt>(prefix.size());
+  int status = Z_OK;
+  while (stream.avail_out > 0 && status == Z_OK) status = inflate(&stream, Z_NO_FLUSH);
+  prefix.resize(prefix.size() - stream.avail_out);
+  inflateEnd(&stream);
+  if (status != Z_OK && status != Z_STREAM_END) return std::nullopt;
+  return prefix;
+}
+
 }  // namespace
 
 std::vector<Entry> read_archive(const uint8_t* data, size_t size, const char* function,
-                                const std::string& path) {
+                                const std::string& path, const EntryLimit& limit) {
   // The end-of-central-directory record: its 22 bytes, then a comment of
   // up to 65535 bytes. Searched from the end, as every zip reader does.
   if (size < kEndOfDirectorySize) {
@@ -89,10 +129,11 @@ std::vector<Entry> read_archive(const uint8_t* data, size_t size, const char* fu
     }
     end--;
   }
-  const uint8_t* record = data + end;
-  const uint16_t disk = read_u16(record + 4), directory_disk = read_u16(record + 6);
-  const uint16_t entries_here = read_u16(record + 8), entry_count = read_u16(record + 10);
-  const uint32_t directory_size = read_u32(record + 12), directory_offset = read_u32(record + 16);
+  const uint8_t* end_record = data + end;
+  const uint16_t disk = read_u16(end_record + 4), directory_disk = read_u16(end_record + 6);
+  const uint16_t entries_here = read_u16(end_record + 8), entry_count = read_u16(end_record + 10);
+  const uint32_t directory_size = read_u32(end_record + 12),
+                 directory_offset = read_u32(end_record + 16);
   if ((end >= 20 && read_u32(data + end - 20) == kZip64Locator) || entry_count == 0xffff ||
       directory_size == 0xffffffff || directory_offset == 0xffffffff) {
     fail("{}: '{}' is a zip64 archive (4 GiB or more, or 65535 entries or more); not supported",
@@ -107,10 +148,11 @@ std::vector<Entry> read_archive(const uint8_t* data, size_t size, const char* fu
          function, path, directory_size, directory_offset);
   }
 
-  const Decompressor decompressor(libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
-  if (!decompressor) fail("{}: out of memory: cannot make a deflate decompressor", function);
-  std::vector<Entry> entries;
+  // First every record, checked, and the sizes they claim: an archive that
+  // cannot fit is refused before anything is inflated.
+  std::vector<Record> records;
   std::set<std::string> names;
+  uint64_t total = 0;
   size_t position = directory_offset;
   const size_t directory_end = size_t{directory_offset} + directory_size;
   for (int index = 0; index < entry_count; index++) {
@@ -168,35 +210,73 @@ std::vector<Entry> read_archive(const uint8_t* data, size_t size, const char* fu
       fail("{}: '{}' is truncated or corrupted: the {} bytes of {} run past the entries' area",
            function, path, compressed_size, where);
     }
-    Entry entry{std::move(name), {}};
-    if (method == kStored) {
-      if (compressed_size != size_uncompressed) {
-        fail("{}: '{}' is corrupted: {} is stored, yet its sizes differ ({} and {})", function,
-             path, where, compressed_size, size_uncompressed);
+    if (method == kStored && compressed_size != size_uncompressed) {
+      fail("{}: '{}' is corrupted: {} is stored, yet its sizes differ ({} and {})", function, path,
+           where, compressed_size, size_uncompressed);
+    }
+    if (method == kDeflated &&
+        size_uncompressed > uint64_t{compressed_size} * kMaxDeflateRatio + 16) {
+      fail(
+          "{}: '{}' is corrupted: {} claims {} bytes from {} compressed ones, more than "
+          "deflate can give",
+          function, path, where, size_uncompressed, compressed_size);
+    }
+    total += size_uncompressed;
+    records.push_back(
+        Record{std::move(name), method, crc, compressed_size, size_uncompressed, data_start});
+  }
+  // All entries are held at once, then decoded into arrays of about their
+  // size: more than half of the memory cannot load.
+  if (total > physical_memory() / 2) {
+    fail("{}: '{}' holds {:.1f} MiB once inflated, more than half of this machine's memory",
+         function, path, static_cast<double>(total) / 1048576.0);
+  }
+
+  const Decompressor decompressor(libdeflate_alloc_decompressor(), &libdeflate_free_decompressor);
+  if (!decompressor) fail("{}: out of memory: cannot make a deflate decompressor", function);
+  std::vector<Entry> entries;
+  for (Record& record : records) {
+    const std::string where = fmt::format("entry '{}'", shown(record.name));
+    const uint8_t* stored = data + record.data_start;
+    // What the entry's content announces bounds what it may inflate to:
+    // checked on its first bytes, before the room for all is made.
+    if (limit) {
+      std::optional<std::string> inflated;
+      if (record.method == kDeflated) {
+        inflated = inflate_prefix(stored, record.compressed_size, kEntryPeekBytes, function);
+        if (!inflated) {
+          fail("{}: '{}' is corrupted or truncated: bad deflate data in {}", function, path, where);
+        }
       }
-      entry.bytes.assign(reinterpret_cast<const char*>(data + data_start), compressed_size);
+      const uint8_t* prefix =
+          inflated ? reinterpret_cast<const uint8_t*>(inflated->data()) : stored;
+      const size_t prefix_size =
+          inflated ? inflated->size() : std::min<size_t>(record.compressed_size, kEntryPeekBytes);
+      const size_t most = limit(record.name, prefix, prefix_size);
+      if (record.size_uncompressed > most) {
+        fail("{}: '{}' {} claims {} bytes, more than the {} its content announces", function, path,
+             where, record.size_uncompressed, most);
+      }
+    }
+    Entry entry{std::move(record.name), {}};
+    if (record.method == kStored) {
+      entry.bytes.assign(reinterpret_cast<const char*>(stored), record.compressed_size);
     } else {
-      if (size_uncompressed > uint64_t{compressed_size} * kMaxDeflateRatio + 16) {
-        fail(
-            "{}: '{}' is corrupted: {} claims {} bytes from {} compressed ones, more than "
-            "deflate can give",
-            function, path, where, size_uncompressed, compressed_size);
-      }
-      entry.bytes.resize(size_uncompressed);
+      entry.bytes.resize(record.size_uncompressed);
       size_t produced = 0;
       const libdeflate_result result =
-          libdeflate_deflate_decompress(decompressor.get(), data + data_start, compressed_size,
+          libdeflate_deflate_decompress(decompressor.get(), stored, record.compressed_size,
                                         entry.bytes.data(), entry.bytes.size(), &produced);
       if (result == LIBDEFLATE_INSUFFICIENT_SPACE ||
-          (result == LIBDEFLATE_SUCCESS && produced != size_uncompressed)) {
+          (result == LIBDEFLATE_SUCCESS && produced != record.size_uncompressed)) {
         fail("{}: '{}' is corrupted: {} does not inflate to the {} bytes it announces", function,
-             path, where, size_uncompressed);
+             path, where, record.size_uncompressed);
       }
       if (result != LIBDEFLATE_SUCCESS) {
         fail("{}: '{}' is corrupted or truncated: bad deflate data in {}", function, path, where);
       }
     }
-    if (crc32_of(entry.bytes) != crc) {
+    if (crc32_of(entry.bytes) != record.crc) {
       fail("{}: '{}' is corrupted: the CRC-32 of {} does not match", function, path, where);
     }
     entries.push_back(std::move(entry));

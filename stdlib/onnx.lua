@@ -146,24 +146,29 @@ function onnx.from_table(decoded)
   return self
 end
 
--- Loads an .onnx file.
-function onnx.load(path)
-  if type(path) ~= "string" then error("onnx.load: expected a file path, got " .. type(path), 2) end
-  local file, message = io.open(path, "rb")
-  if not file then error("onnx.load: cannot open " .. message, 2) end
-  local bytes = file:read("a")
-  file:close()
-  return onnx.from_table(native.onnx_decode_model(bytes))
-end
+-- The file functions exist only where the native module has the safe file
+-- helpers (interp/file_bytes.h): an embedding sandbox reads and writes no
+-- files, so there onnx.load, onnx.read_tensor and onnx.export are nil (a
+-- host hands a model over as bytes: onnx.from_table(native.onnx_decode_model(bytes))).
+if native.read_file then
+  -- protobuf's limit for one message: no ONNX file can be larger, and a
+  -- larger one is refused before it is read.
+  local max_file_bytes = (1 << 31) - 1
 
--- Reads a TensorProto file (a test case's input_0.pb): tensor, name, and
--- the ONNX element type in the file (1 FLOAT, 4 UINT16, ...).
-function onnx.read_tensor(path)
-  local file, message = io.open(path, "rb")
-  if not file then error("onnx.read_tensor: cannot open " .. message, 2) end
-  local bytes = file:read("a")
-  file:close()
-  return native.onnx_decode_tensor(bytes)
+  -- Loads an .onnx file.
+  function onnx.load(path)
+    if type(path) ~= "string" then error("onnx.load: expected a file path, got " .. type(path), 2) end
+    return onnx.from_table(native.onnx_decode_model(native.read_file(path, "onnx.load", max_file_bytes)))
+  end
+
+  -- Reads a TensorProto file (a test case's input_0.pb): tensor, name, and
+  -- the ONNX element type in the file (1 FLOAT, 4 UINT16, ...).
+  function onnx.read_tensor(path)
+    if type(path) ~= "string" then
+      error("onnx.read_tensor: expected a file path, got " .. type(path), 2)
+    end
+    return native.onnx_decode_tensor(native.read_file(path, "onnx.read_tensor", max_file_bytes))
+  end
 end
 
 -- The initializers of float type: the trainable tensors, in file order.
@@ -287,9 +292,11 @@ function Model:__tostring()
 end
 
 -- onnx.export(fn_or_module, example_inputs, path, opts): traces one call and
--- writes an ONNX model (stdlib/onnx_export.lua).
-function onnx.export(...)
-  return require("lazylua.onnx_export").export(...)
+-- writes an ONNX model (stdlib/onnx_export.lua). Not in a sandbox (above).
+if native.write_file then
+  function onnx.export(...)
+    return require("lazylua.onnx_export").export(...)
+  end
 end
 
 return onnx

@@ -240,15 +240,16 @@ function plot.svg(series, opts)
   return table.concat(out)
 end
 
--- Writes plot.svg(series, opts) to `path`. Not in an embedding sandbox,
--- which writes no files (plot.svg gives the text to the host instead).
-if not native.sandbox then
+-- Writes plot.svg(series, opts) to `path`, through the safe writer
+-- (interp/file_bytes.h: a FIFO or a device is refused, the file is whole or
+-- not there). Not in an embedding sandbox, which writes no files (plot.svg
+-- gives the text to the host instead).
+if native.write_file then
   function plot.line_chart(path, series, opts)
-    local text = plot.svg(series, opts)
-    local file, message = io.open(path, "w")
-    if not file then error("plot.line_chart: cannot write " .. message, 2) end
-    file:write(text)
-    file:close()
+    if type(path) ~= "string" then
+      error("plot.line_chart: expected a file path, got " .. type(path), 2)
+    end
+    native.write_file(path, plot.svg(series, opts), "plot.line_chart")
   end
 end
 

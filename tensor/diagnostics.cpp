@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -37,8 +38,12 @@ std::string place_text(const SourceLocation& location) {
   return location_string(location);
 }
 
-// The script's text of a line, trimmed, when the chunk is a readable file.
+// The script's text of a line, trimmed, when the chunk is a readable
+// regular file: a script read from a FIFO (or a device) is not opened again,
+// which would wait for a writer that never comes.
 std::string source_text(const std::string& chunk, int line) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(chunk, error)) return "";
   std::ifstream file(chunk);
   std::string text;
   for (int k = 0; k < line && std::getline(file, text); k++) {

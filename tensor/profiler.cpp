@@ -4,10 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <string_view>
@@ -127,13 +124,7 @@ void add(Event event) {
   events.push_back(std::move(event));
 }
 
-bool write_chrome_trace(const std::vector<Event>& list, const std::string& path,
-                        std::string* error) {
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (!file) {
-    *error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-    return false;
-  }
+std::string chrome_trace(const std::vector<Event>& list) {
   std::vector<std::string> objects;
   uint32_t threads = 0;
   for (const Event& e : list) threads = std::max(threads, e.thread + 1);
@@ -158,12 +149,7 @@ bool write_chrome_trace(const std::vector<Event>& list, const std::string& path,
     text += objects[k] + (k + 1 < objects.size() ? ",\n" : "\n");
   }
   text += "]}\n";
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  if (std::fclose(file) != 0 || !written) {
-    *error = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  return true;
+  return text;
 }
 
 std::string kernel_table(const std::vector<Event>& list, int rows) {

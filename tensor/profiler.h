@@ -3,12 +3,14 @@
 // that served them), each kernel of a plan (named by the Lua lines of the
 // ops fused into it), BLAS products and convolutions. Written as Chrome
 // trace-event JSON (opens in Perfetto or chrome://tracing), and summed into
-// a table of the top kernels (tensor.profile_report()).
+// a table of the top kernels (tensor.profile_report()). The trace is text:
+// interp/ writes it to a file, through the program's safe file writer
+// (interp/file_bytes.h), since tensor/ opens no files by name.
 //
 //   profiler::start();
 //   { profiler::Span span("kernel", name); ...run... span.set_work(bytes, flops); }
 //   std::vector<profiler::Event> events = profiler::stop();
-//   write_chrome_trace(events, "trace.json");
+//   std::string json = chrome_trace(events);   // interp/ writes it to a file
 //
 // Off (the default), a span costs one relaxed atomic load.
 #pragma once
@@ -108,10 +110,8 @@ class Label {
 };
 
 // The events as Chrome trace-event JSON ("X" events, microseconds, one
-// track per thread, named). False (and *error) when the file cannot be
-// written.
-bool write_chrome_trace(const std::vector<Event>& events, const std::string& path,
-                        std::string* error);
+// track per thread, named).
+std::string chrome_trace(const std::vector<Event>& events);
 
 // A text table of the kernels (kernel, blas and library spans) by total
 // time: calls, total ms, % of all kernel time, achieved GB/s and GFLOP/s,

@@ -62,7 +62,7 @@ else
   head -c 2000 "$WORK/native.json"; failures=$((failures + 1))
 fi
 LAZYLUA_PROFILE=/nonexistent-dir/trace.json "$LAZYLUA" fixtures/recompiles.lua > "$WORK/out" 2> "$WORK/err"
-[ $? -eq 0 ] && grep -qF "lazylua: LAZYLUA_PROFILE: cannot write /nonexistent-dir/trace.json" "$WORK/err" &&
+[ $? -eq 0 ] && grep -qF "lazylua: LAZYLUA_PROFILE: cannot write '/nonexistent-dir/trace.json'" "$WORK/err" &&
   echo "ok: an unwritable LAZYLUA_PROFILE is said" ||
   { echo "FAIL: unwritable LAZYLUA_PROFILE"; cat "$WORK/err"; failures=$((failures + 1)); }
 

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # test_hostile_files.sh - files chosen to break the readers: IDX files
 # (data.read_idx), CSV files (data.read_csv), gzip streams, checkpoints
-# (tensor.load), NumPy files (tensor.load_npy, load_npz) and the
-# compiled-graph cache's entries, each truncated, damaged, lying about their sizes, a gzip bomb, or replaced by a FIFO, a
-# symlink to /dev/zero, a directory or a terabyte-long sparse file. Every
-# case runs in its own process under a timeout and must end in a clear Lua
-# error naming the problem, or in the correct result: never a hang, a crash,
-# a sanitizer report or a silent wrong value.
+# (tensor.load), NumPy files (tensor.load_npy, load_npz), ONNX files
+# (onnx.load, read_tensor) and the compiled-graph cache's entries, each
+# truncated, damaged, lying about their sizes, a gzip or deflate bomb, or
+# replaced by a FIFO, a symlink to /dev/zero, a device, a directory or a
+# terabyte-long sparse file; and paths chosen to break the writers
+# (onnx.export, tensor.profile, LAZYLUA_PROFILE, plot.line_chart): a FIFO, a
+# device, a directory, a write that fails or is killed halfway. Every case
+# runs in its own process under a timeout and must end in a clear Lua error
+# naming the problem, or in the correct result: never a hang, a crash, a
+# sanitizer report, a silent wrong value, or a special file or old file
+# written into.
 # Usage: bash test_hostile_files.sh /path/to/lazylua
 set -u
 lazylua=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # the cases run elsewhere
@@ -102,6 +107,38 @@ function checkpoint(table_bytes)
   local magic = "lazylua-checkpoint"
   return field(1, magic) .. int_field(2, 1) .. field(3, table_bytes) ..
          varint(4 << 3 | 5) .. string.pack("<I4", crc32(magic .. table_bytes))
+end
+
+-- The process's peak resident memory so far (VmHWM), in MiB; a case that
+-- must not have inflated a bomb checks it stayed small.
+function expect_small_rss(limit_mib)
+  for line in io.lines("/proc/self/status") do
+    local kib = line:match("^VmHWM:%s*(%d+)")
+    if kib and tonumber(kib) / 1024 > limit_mib then
+      quit(string.format("peak RSS %.0f MiB, more than %d MiB", tonumber(kib) / 1024, limit_mib))
+    end
+  end
+end
+
+-- Whether `path` is a FIFO ("p") or a character device ("c") (test -p, -c).
+function is_kind(flag, path) return os.execute("test -" .. flag .. " '" .. path .. "'") == true end
+
+-- A zip archive of entries {name =, method = 0 or 8, crc =, size = (the
+-- uncompressed size claimed), data = (the stored bytes)}, as .npz files are.
+function zip(entries)
+  local files, directory, offset = {}, {}, 0
+  for _, e in ipairs(entries) do
+    local common = string.pack("<I2I2I2I2I2I4I4I4I2I2", 20, 0, e.method, 0, 0x21, e.crc, #e.data,
+                               e.size, #e.name, 0)
+    local file = "PK\3\4" .. common .. e.name .. e.data
+    directory[#directory + 1] = "PK\1\2" .. string.pack("<I2", 20) .. common ..
+                                string.pack("<I2I2I2I4I4", 0, 0, 0, 0, offset) .. e.name
+    files[#files + 1] = file
+    offset = offset + #file
+  end
+  local central = table.concat(directory)
+  return table.concat(files) .. central ..
+         string.pack("<I4I2I2I2I2I4I4I2", 0x06054b50, 0, 0, #entries, #entries, #central, offset, 0)
 end
 
 -- A Table of one entry "w" holding a tensor (dtype code, shape, data).
@@ -340,7 +377,7 @@ check "checkpoint: a string claiming 2^60 bytes" 20 '
 check "checkpoint: a FIFO" 20 'expect_error(function() tensor.load(dir .. "/fifo.ckpt") end, "is a FIFO")'
 check "checkpoint: a symlink to /dev/zero" 20 'expect_error(function() tensor.load(dir .. "/zero_link.ckpt") end, "is a device")'
 check "checkpoint: a directory" 20 'expect_error(function() tensor.load(dir .. "/dir.ckpt") end, "is a directory")'
-check "checkpoint: a sparse terabyte" 20 'expect_error(function() tensor.load(dir .. "/sparse.ckpt") end, "tensor.load", "larger than")'
+check "checkpoint: a sparse terabyte" 20 'expect_error(function() tensor.load(dir .. "/sparse.ckpt") end, "tensor.load", "is 1024.0 GiB, more than the 2.0 GiB tensor.load reads")'
 rm -f sparse.ckpt
 
 # ---------------------------------------------------------------------------
@@ -422,7 +459,7 @@ npy_check "npy: an unknown dtype" '
 npy_check "npy: a FIFO" 'expect_error(load_npy("fifo.npy"), "is a FIFO")'
 npy_check "npy: a symlink to /dev/zero" 'expect_error(load_npy("zero_link.npy"), "is a device")'
 npy_check "npy: save over a directory is refused" '
-  expect_error(function() tensor.save_npy(dir .. "/dir.npz", tensor.ones(1)) end, "tensor.save_npy", "is not a regular file")'
+  expect_error(function() tensor.save_npy(dir .. "/dir.npz", tensor.ones(1)) end, "tensor.save_npy", "is a directory, not a regular file; it was left alone")'
 
 npy_check "npz: every truncation and every flipped byte: an error or the right result" '
   tensor.save_npz(dir .. "/ok.npz", {w = tensor.arange(6):float(), b = tensor.new({true, false})})
@@ -479,7 +516,14 @@ npy_check "npz: a deflated entry claiming a few bytes more than it holds" '
   local central = bytes:find("PK\1\2", 1, true)
   local size = string.unpack("<I4", bytes, central + 24)
   write("more.npz", patch(bytes, central + 24, string.pack("<I4", size + 5)))
-  expect_error(load_npz("more.npz"), "does not inflate to the")'
+  expect_error(load_npz("more.npz"), "claims " .. (size + 5) .. " bytes, more than the " .. size .. " its content announces")'
+npy_check "npz: a deflated entry claiming a few bytes fewer than it holds" '
+  tensor.save_npz(dir .. "/z.npz", {w = tensor.zeros(1000)}, {compressed = true})
+  local bytes = read("z.npz")
+  local central = bytes:find("PK\1\2", 1, true)
+  local size = string.unpack("<I4", bytes, central + 24)
+  write("fewer.npz", patch(bytes, central + 24, string.pack("<I4", size - 5)))
+  expect_error(load_npz("fewer.npz"), "does not inflate to the " .. (size - 5) .. " bytes")'
 npy_check "npz: a wrong CRC-32" '
   tensor.save_npz(dir .. "/one.npz", {w = tensor.ones(2)})
   local bytes = read("one.npz")
@@ -513,6 +557,188 @@ npy_check "npz: an entry whose .npy lies about its size" '
   write("lying.npz", bad)
   expect_error(load_npz("lying.npz"), "entry '"'"'w.npy'"'"' announces 9 elements", "holds 8 bytes")'
 npy_check "npz: a directory" 'expect_error(load_npz("dir.npz"), "is a directory")'
+
+# ---------------------------------------------------------------------------
+# NumPy decompression bombs: 256 MiB of zeros behind a header announcing 4
+# bytes of data (1 MiB of gzip). Each is refused from its first bytes,
+# before it is inflated: quickly, and with a small peak RSS, not 256 MiB.
+
+"$lazylua" -e "tensor.save_npy('$work/one.npy', tensor.ones(1))"
+gzip -c one.npy > one.npy.gz
+{ cat one.npy; head -c 256M /dev/zero; } | gzip -1 -n > bomb.npy.gz  # -n: a 10-byte header
+# the header's first 5 bytes in a member of their own, the rest and the
+# zeros in a second one: the first member must not hide the bomb
+{ head -c 5 one.npy | gzip -c; { tail -c +6 one.npy; head -c 256M /dev/zero; } | gzip -1; } > bomb_members.npy.gz
+{ printf 'not npy'; head -c 256M /dev/zero; } | gzip -1 > bomb_garbage.npy.gz
+
+npy_check "npy.gz: a valid file" 'expect(tensor.load_npy(dir .. "/one.npy.gz"):tolist(), {1.0})'
+npy_check "npy.gz: a cut stream, and a flipped byte in it" '
+  local gz = read("one.npy.gz")
+  write("cut.npy.gz", gz:sub(1, 30))
+  expect_error(load_npy("cut.npy.gz"), "tensor.load_npy: ", "is corrupted or truncated")
+  write("flip.npy.gz", patch(gz, #gz // 2, string.char(gz:byte(#gz // 2) ~ 0xff)))
+  expect_error(load_npy("flip.npy.gz"), "tensor.load_npy: ", "is corrupted or truncated")'
+npy_check "npy.gz: a bomb" '
+  expect_error(load_npy("bomb.npy.gz"), "decompresses to more than the 132 bytes its content announces")
+  expect_small_rss(100)'
+npy_check "npy.gz: a bomb behind a tiny first gzip member" '
+  expect_error(load_npy("bomb_members.npy.gz"), "decompresses to more than the 132 bytes its content announces")
+  expect_small_rss(100)'
+npy_check "npy.gz: a bomb that is no .npy file" '
+  expect_error(load_npy("bomb_garbage.npy.gz"), "is not a .npy file")
+  expect_small_rss(100)'
+# .npz entries deflated from the same bytes: the raw deflate data of the
+# gzip file (between its 10-byte header and 8-byte trailer), its CRC-32 and
+# its length.
+npz_bomb='local gz = read("bomb.npy.gz")
+  local deflated = gz:sub(11, -9)
+  local crc, size = string.unpack("<I4I4", gz, #gz - 7)'
+npy_check "npz: a deflate bomb in a .npy entry, claiming its true size" "$npz_bomb"'
+  write("bomb.npz", zip({{name = "w.npy", method = 8, crc = crc, size = size, data = deflated}}))
+  expect_error(load_npz("bomb.npz"), "entry '"'"'w.npy'"'"' claims 268435588 bytes, more than the 132 its content announces")
+  expect_small_rss(100)'
+npy_check "npz: a deflate bomb in an entry that is not .npy" "$npz_bomb"'
+  write("bomb_bin.npz", zip({{name = "w.bin", method = 8, crc = crc, size = size, data = deflated}}))
+  expect_error(load_npz("bomb_bin.npz"), "entry '"'"'w.bin'"'"' is not a .npy file")
+  expect_small_rss(100)'
+npy_check "npz: entries claiming more than half of the memory in all" '
+  local memory
+  for line in io.lines("/proc/meminfo") do memory = memory or tonumber(line:match("^MemTotal:%s*(%d+)")) end
+  local claim = 4000000000  -- each entry: below 4 GiB, from enough bytes for deflate to give it
+  local data = string.rep("\0", claim // 1032 + 1)
+  local entries = {}
+  for k = 1, memory * 1024 // 2 // claim + 1 do
+    entries[k] = {name = "w" .. k .. ".npy", method = 8, crc = 0, size = claim, data = data}
+  end
+  write("greedy.npz", zip(entries))
+  expect_error(load_npz("greedy.npz"), "once inflated, more than half of this machine'"'"'s memory")
+  expect_small_rss(200)' 60
+rm -f bomb.npy.gz bomb_members.npy.gz bomb_garbage.npy.gz bomb.npz bomb_bin.npz greedy.npz
+
+# ---------------------------------------------------------------------------
+# ONNX files (onnx.load, onnx.read_tensor)
+
+mkfifo fifo.onnx
+ln -s /dev/zero zero_link.onnx
+mkdir dir.onnx
+truncate -s 1T sparse.onnx
+onnx_check() { check "$1" "${3:-20}" "onnx = require 'onnx' $2"; }
+onnx_check "onnx: a valid model, and every truncation of it is an error" '
+  onnx.export(function(x) return x * 2 + 1 end, {tensor.ones(3)}, dir .. "/ok.onnx")
+  expect(onnx.load(dir .. "/ok.onnx")(tensor.new({1, 2, 3})):tolist(), {3, 5, 7})
+  local bytes = read("ok.onnx")
+  for length = 0, #bytes - 1 do
+    write("cut.onnx", bytes:sub(1, length))
+    expect_error(function() onnx.load(dir .. "/cut.onnx") end, "onnx.load: ")
+  end' 60
+onnx_check "onnx: a tensor file" '
+  local native = require "stdlib.native"
+  write("t.pb", native.onnx_encode_tensor(tensor.new({1.5, -2}), "t"))
+  local t, name = onnx.read_tensor(dir .. "/t.pb")
+  expect(t:tolist(), {1.5, -2.0})
+  expect(name, "t")'
+for function in load read_tensor; do
+  onnx_check "onnx.$function: a FIFO (no writer)" "expect_error(function() onnx.$function(dir .. \"/fifo.onnx\") end, \"onnx.$function: \", \"/fifo.onnx' is a FIFO, not a regular file\")"
+  onnx_check "onnx.$function: a symlink to /dev/zero" "expect_error(function() onnx.$function(dir .. \"/zero_link.onnx\") end, \"onnx.$function: \", \"is a device, not a regular file\")"
+  onnx_check "onnx.$function: /dev/zero" "expect_error(function() onnx.$function(\"/dev/zero\") end, \"onnx.$function: '/dev/zero' is a device, not a regular file\")"
+  onnx_check "onnx.$function: a directory" "expect_error(function() onnx.$function(dir .. \"/dir.onnx\") end, \"onnx.$function: \", \"/dir.onnx' is a directory, not a regular file\")"
+  onnx_check "onnx.$function: a sparse terabyte, refused unread" "expect_error(function() onnx.$function(dir .. \"/sparse.onnx\") end, \"is 1024.0 GiB, more than the 2.0 GiB onnx.$function reads\")"
+  onnx_check "onnx.$function: a missing file" "expect_error(function() onnx.$function(dir .. \"/missing.onnx\") end, \"onnx.$function: cannot open\", \"No such file\")"
+done
+if [ "$(id -u)" = 0 ]; then
+  mknod null_device.onnx c 1 3
+  onnx_check "onnx.load: a character device made with mknod" 'expect_error(function() onnx.load(dir .. "/null_device.onnx") end, "is a device, not a regular file")'
+fi
+rm -f sparse.onnx
+
+# ---------------------------------------------------------------------------
+# Writers (onnx.export, tensor.profile, LAZYLUA_PROFILE, plot.line_chart): a
+# FIFO or a device is refused at once and left as it was; a write that
+# fails or is killed halfway leaves the old file whole.
+
+mkfifo fifo.out
+if [ "$(id -u)" = 0 ]; then mknod device.out c 1 3; else ln -s /dev/null device.out; fi
+mkdir dir.out
+export_call='require("onnx").export(function(x) return x * 2 end, {tensor.ones(2)}, dir .. "/'
+profile_call='tensor.profile(function() return (tensor.ones(2) * 2):sum():item() end, dir .. "/'
+plot_call='require("plot").line_chart(dir .. "/'
+plot_series='", {{name = "a", values = {1, 2, 3}}})'
+for target in fifo.out device.out dir.out; do
+  kind=$(case $target in fifo.out) echo "a FIFO";; device.out) echo "a device";; *) echo "a directory";; esac)
+  flag=$(case $target in fifo.out) echo p;; device.out) echo c;; *) echo d;; esac)
+  left_alone="/$target' is $kind, not a regular file; it was left alone"
+  check "onnx.export to $kind" 20 "expect_error(function() $export_call$target\") end, 'onnx.export: ', \"$left_alone\")
+    assert(is_kind('$flag', dir .. '/$target'), 'it was replaced')"
+  check "tensor.profile to $kind" 20 "expect_error(function() $profile_call$target\") end, 'tensor.profile: ', \"$left_alone\")
+    assert(is_kind('$flag', dir .. '/$target'), 'it was replaced')
+    expect((tensor.ones(2) * 3):sum():item(), 6.0)"
+  check "plot.line_chart to $kind" 20 "expect_error(function() $plot_call$target$plot_series end, 'plot.line_chart: ', \"$left_alone\")
+    assert(is_kind('$flag', dir .. '/$target'), 'it was replaced')"
+  cases=$((cases + 1))
+  LAZYLUA_PROFILE="$work/$target" timeout -k 5 20 "$lazylua" -e 'print((tensor.ones(2) * 2):sum():item())' > out 2> err
+  status=$?
+  if [ $status -ne 0 ] || [ "$(cat out)" != "4.0" ] ||
+     ! grep -qF "lazylua: LAZYLUA_PROFILE: '$work/$target' is $kind, not a regular file; it was left alone" err; then
+    fail "LAZYLUA_PROFILE to $kind: exit $status, out '$(cat out)', err: $(head -c 800 err)"
+  fi
+done
+check "the writers through a symlink write the file it leads to, and keep the link" 20 '
+  os.execute("cd " .. dir .. " && rm -f real.svg link.svg && ln -s real.svg link.svg")
+  require("plot").line_chart(dir .. "/link.svg", {{name = "a", values = {1, 2, 3}}})
+  assert(read("real.svg"):find("</svg>", 1, true), "the file the link leads to was not written")
+  assert(os.execute("test -L " .. dir .. "/link.svg"), "the link was replaced")'
+
+# The debug report at exit quotes the script's lines from its file: a
+# script read from a FIFO is not opened again (that would wait forever).
+cases=$((cases + 1))
+mkfifo script.lua
+timeout 30 sh -c "printf 'for i = 1, 3 do print((tensor.ones(2) * i):sum():item()) end\\n' > script.lua" &
+LAZYLUA_DEBUG=1 timeout -k 5 20 "$lazylua" script.lua > out 2> err
+status=$?
+wait
+if [ $status -ne 0 ] || [ "$(tr '\n' ' ' < out)" != "2.0 4.0 6.0 " ] || ! grep -q 'synced 3 times' err; then
+  fail "LAZYLUA_DEBUG report of a script read from a FIFO: exit $status, out '$(cat out)', err: $(tail -c 400 err)"
+fi
+
+# limited_write NAME FILE CODE: runs CODE with files limited to 4 KiB
+# (ulimit -f), twice: with SIGXFSZ ignored (the write fails with EFBIG, and
+# CODE checks the error) and with it fatal (the process dies halfway
+# through the write). FILE must keep its old content each time.
+limited_write() {
+  local name=$1 file=$2 code=$3 mode status
+  for mode in error killed; do
+    cases=$((cases + 1))
+    printf 'the old content' > "$file"
+    {  # the outer redirection: no "File size limit exceeded" from this shell
+      (
+        if [ $mode = error ]; then trap '' XFSZ; fi
+        ulimit -f 4
+        HOSTILE_DIR=$work exec timeout -k 5 60 "$lazylua" -e "dofile('$work/prelude.lua')" -e "$code"
+      ) > "$work/out" 2> "$work/err"
+      status=$?
+    } 2> /dev/null
+    if ! printf 'the old content' | cmp -s - "$file"; then
+      fail "$name ($mode): the old file was changed to $(wc -c < "$file") bytes"
+    elif [ $mode = error ] && [ $status -ne 0 ]; then
+      fail "$name ($mode): exit $status: $(head -c 800 "$work/err")"
+    elif [ $mode = killed ] && [ $status -ne $((128 + 25)) ]; then
+      fail "$name ($mode): exit $status, not killed by SIGXFSZ: $(head -c 800 "$work/err")"
+    elif [ $mode = error ] && ls "$file".tmp-* > /dev/null 2>&1; then
+      fail "$name ($mode): a temporary file was left behind"
+    fi
+    rm -f "$file".tmp-*
+  done
+}
+limited_write "onnx.export of 80 KB into a 4 KiB file limit" "$work/big.onnx" '
+  local w = tensor.arange(20000):float()
+  local ok, message = pcall(require("onnx").export, function(x) return x * w end, {tensor.ones(20000)}, dir .. "/big.onnx")
+  if ok then os.exit(3) end
+  expect_error(function() error(message) end, "onnx.export: cannot write", "big.onnx", "File too large")'
+limited_write "plot.line_chart of a large chart into a 4 KiB file limit" "$work/big.svg" '
+  local values = {}
+  for i = 1, 3000 do values[i] = math.sin(i / 100) end
+  expect_error(function() require("plot").line_chart(dir .. "/big.svg", {{name = "a", values = values}}) end,
+               "plot.line_chart: cannot write", "File too large")'
 
 # ---------------------------------------------------------------------------
 # The compiled-graph cache: each entry of a filled cache replaced in turn;

@@ -188,11 +188,11 @@ h.test("special files: symlinks are followed, devices and FIFOs refused, stale t
   h.eq(tensor.load(path("missing.ckpt")).w:tolist(), {3})
   -- A FIFO or a device is neither replaced nor waited on.
   sh("mkfifo '" .. path("fifo.ckpt") .. "'")
-  h.err(function() tensor.save(path("fifo.ckpt"), {}) end, "is a FIFO, not a checkpoint file")
-  h.err(function() tensor.load(path("fifo.ckpt")) end, "is a FIFO, not a checkpoint file")
+  h.err(function() tensor.save(path("fifo.ckpt"), {}) end, "is a FIFO, not a regular file")
+  h.err(function() tensor.load(path("fifo.ckpt")) end, "is a FIFO, not a regular file")
   assert(io.popen("test -p '" .. path("fifo.ckpt") .. "' && echo fifo"):read("l") == "fifo")
   h.err(function() tensor.save("/dev/null", {}) end, "'/dev/null' is a device")
-  h.err(function() tensor.load("/dev/zero") end, "is a device, not a checkpoint file")
+  h.err(function() tensor.load("/dev/zero") end, "is a device, not a regular file")
   -- What a killed save left behind is removed by the next save of that path
   -- once it is old; a young one may belong to a save still running.
   sh("cd '" .. dir .. "' && touch -d '2 hours ago' real.ckpt.tmp-AbC123 && touch real.ckpt.tmp-XyZ789")

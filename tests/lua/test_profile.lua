@@ -77,7 +77,7 @@ h.test("errors: bad arguments, nesting, an unwritable file, an error inside", fu
     tensor.profile(function() tensor.profile(function() end) end)
   end, "a profile is already running")
   h.err(function() tensor.profile(function() end, "/nonexistent-dir/t.json") end,
-        "cannot write /nonexistent-dir/t.json")
+        "cannot write '/nonexistent-dir/t.json'")
   h.err(function() tensor.profile(function() error("inside") end) end, "inside")
   -- The profiler stopped each time: a new profile runs.
   h.eq(tensor.profile(function() return 1 end), 1)
