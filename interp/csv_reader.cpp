@@ -197,9 +197,8 @@ std::optional<int64_t> written_integer(std::string_view text) {
 // double) in the float dtype: its exact decimal form is the cell's digits.
 bool digits_only(std::string_view text) {
   if (!text.empty() && (text.front() == '+' || text.front() == '-')) text.remove_prefix(1);
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 bool integer_exact_in(std::string_view text, double value, DType dtype) {
@@ -208,7 +207,8 @@ bool integer_exact_in(std::string_view text, double value, DType dtype) {
   const double exact_below = dtype == DType::f32 ? 16777216.0 : 9007199254740992.0;
   // (Strictly below: a value of exactly 2^53 may be 2^53 + 1 rounded.)
   if (std::fabs(value) < exact_below) return true;
-  const double stored = dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+  const double stored =
+      dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
   if (!std::isfinite(stored)) return false;
   std::string_view digits = text;
   const bool negative = !digits.empty() && digits.front() == '-';
@@ -278,7 +278,7 @@ std::vector<bool> text_columns(lua_State* L, int arg, const std::vector<std::str
 // Where a cell is, for a message about it.
 struct CellPlace {
   int64_t line;
-  size_t column;  // 1-based
+  size_t column;     // 1-based
   std::string text;  // as cell_text shows it
 };
 
@@ -300,9 +300,9 @@ HostBytes read_csv_bytes(const std::string& path) {
   const uint64_t compressed = ::stat(path.c_str(), &info) == 0 && info.st_size > 0
                                   ? static_cast<uint64_t>(info.st_size)
                                   : 0;
-  const uint64_t limit = std::max(kMinimumGzipLimit, compressed > UINT64_MAX / kMaxGzipRatio
-                                                         ? UINT64_MAX
-                                                         : compressed * kMaxGzipRatio);
+  const uint64_t limit =
+      std::max(kMinimumGzipLimit,
+               compressed > UINT64_MAX / kMaxGzipRatio ? UINT64_MAX : compressed * kMaxGzipRatio);
   const OutputLimit gzip_limit = [limit](const uint8_t*, size_t) {
     return static_cast<size_t>(std::min<uint64_t>(limit, SIZE_MAX));
   };
@@ -454,8 +454,7 @@ int read_csv(lua_State* L) {
         if (!first_inexact && digits_only(cell) && !integer_exact_in(cell, *value, DType::f32)) {
           first_inexact = CellPlace{line, c + 1, cell_text(cell)};
         }
-      } else if (float_dtype && digits_only(cell) &&
-                 !integer_exact_in(cell, *value, asked_dtype)) {
+      } else if (float_dtype && digits_only(cell) && !integer_exact_in(cell, *value, asked_dtype)) {
         fail(
             "{}: '{}' line {}, column {}: the integer {} has no exact {} value ({} holds "
             "integers exactly up to {}); read with dtype = \"{}\"",

@@ -275,14 +275,15 @@ void agree(int64_t kind, DType dtype, int root, const Shape& shape, CollectiveCa
     // job can go on (the script may catch the error): the largest count
     // any rank reached.
     for (int q = 0; q < job.size; q++) {
-      last_sequence = std::max(last_sequence, all[static_cast<size_t>(q) * kDescriptorWords +
-                                                  kLastSequenceWord]);
+      last_sequence = std::max(last_sequence,
+                               all[static_cast<size_t>(q) * kDescriptorWords + kLastSequenceWord]);
     }
     if (!std::equal(theirs, theirs + kCallWord, all.data())) {
-      fail("dist: the ranks disagree on a collective: rank 0 does {}, rank {} does {} ({} on rank "
-           "0, {} on rank {})",
-           describe(all.data()), r, describe(theirs), describe_call(all.data(), all.data()),
-           describe_call(theirs, all.data()), r);
+      fail(
+          "dist: the ranks disagree on a collective: rank 0 does {}, rank {} does {} ({} on rank "
+          "0, {} on rank {})",
+          describe(all.data()), r, describe(theirs), describe_call(all.data(), all.data()),
+          describe_call(theirs, all.data()), r);
     }
     fail(
         "dist: the ranks disagree on a collective: rank 0 does {} as {}, rank {} does {} as {}: "

@@ -17,7 +17,7 @@
 // tier. The compiler never merges two collectives (cse.cpp), and a plan
 // that has run one is never re-run on the reference interpreter.
 //
-// Checking. Before each call the ranks exchange what they are about to do
+// Checking (docs/distributed.md). Before each call the ranks exchange what they are about to do
 // (op, dtype, shape, root, and where: its sequence number and the line that
 // recorded it); a difference is the same Lua error on every rank, naming
 // both ranks and both calls, instead of corrupt data. The sequence number
