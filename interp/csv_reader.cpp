@@ -192,15 +192,17 @@ std::optional<int64_t> written_integer(std::string_view text) {
   return integer;
 }
 
-// Whether a cell of digits only (an optional sign, then 0-9), which may be
-// beyond int64, has the exact value `value` (the parsed cell rounded to
-// double) in the float dtype: its exact decimal form is the cell's digits.
+// A cell of digits only, after an optional sign: an integer, perhaps beyond
+// int64.
 bool digits_only(std::string_view text) {
   if (!text.empty() && (text.front() == '+' || text.front() == '-')) text.remove_prefix(1);
   return !text.empty() &&
          std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Whether the integer cell `text` (digits_only), parsed to `value` (rounded
+// to double), is exact in the float dtype: the exact decimal form of what
+// the dtype stores is the cell's digits.
 bool integer_exact_in(std::string_view text, double value, DType dtype) {
   // Below 2^24 (f32) and 2^53 (f64) every integer is exact: the usual case,
   // decided without formatting.
