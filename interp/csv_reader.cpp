@@ -394,10 +394,21 @@ int read_csv(lua_State* L) {
   const bool integer_dtype = dtype_asked && is_integral(asked_dtype);
   const bool bool_dtype = dtype_asked && asked_dtype == DType::boolean;
   const bool float_dtype = dtype_asked && is_floating(asked_dtype);
-  bool all_integers = true;  // no dtype asked: every cell so far is an integer
-  std::optional<CellPlace> first_fraction, first_inexact;
   std::vector<double> values;
   std::vector<int64_t> integers;
+  bool all_integers = true;  // no dtype asked: every cell so far is an integer
+  std::optional<CellPlace> first_fraction, first_inexact;
+  // The first cell that is no integer makes the table f32: its integers are
+  // not needed any more (nor their memory, 8 bytes a cell).
+  auto not_an_integer = [&](int64_t line, size_t column, std::string_view cell) {
+    if (dtype_asked || !all_integers) return;
+    all_integers = false;
+    first_fraction = CellPlace{line, column, cell_text(cell)};
+    std::vector<int64_t>().swap(integers);
+  };
+  auto keep_integer = [&](int64_t value) {
+    if (integer_dtype || (!dtype_asked && all_integers)) integers.push_back(value);
+  };
   std::vector<std::unordered_map<std::string_view, int64_t>> codes(is_text.size());
   std::vector<std::vector<std::string_view>> categories(is_text.size());
   Tokenizer tokens(text, delimiter, path);
@@ -414,8 +425,7 @@ int read_csv(lua_State* L) {
               "with dtype f32 or f64)",
               kFunction, path, line, c + 1, cell_text(cell), dtype_name(asked_dtype));
         }
-        if (all_integers && !dtype_asked) first_fraction = CellPlace{line, c + 1, cell_text(cell)};
-        all_integers = false;
+        not_an_integer(line, c + 1, cell);
         values.push_back(std::numeric_limits<double>::quiet_NaN());
         continue;
       }
@@ -424,7 +434,7 @@ int read_csv(lua_State* L) {
             codes[c].try_emplace(cell, static_cast<int64_t>(categories[c].size()) + 1);
         if (added) categories[c].push_back(cell);
         values.push_back(static_cast<double>(entry->second));
-        if (!dtype_asked || integer_dtype) integers.push_back(entry->second);
+        keep_integer(entry->second);
         continue;
       }
       const std::optional<double> value = parse_number(cell);
@@ -441,7 +451,7 @@ int read_csv(lua_State* L) {
           fail("{}: '{}' line {}, column {}: '{}' is not an integer in the range of {}", kFunction,
                path, line, c + 1, cell_text(cell), dtype_name(asked_dtype));
         }
-        integers.push_back(*integer);
+        keep_integer(*integer);
       } else if (!dtype_asked) {
         const std::optional<int64_t> integer = written_integer(cell);
         if (!integer && digits_only(cell)) {
@@ -450,9 +460,11 @@ int read_csv(lua_State* L) {
               "column in opts.text to read it as categories)",
               kFunction, path, line, c + 1, cell_text(cell));
         }
-        if (all_integers && !integer) first_fraction = CellPlace{line, c + 1, cell_text(cell)};
-        all_integers = all_integers && integer;
-        integers.push_back(integer.value_or(0));
+        if (integer) {
+          keep_integer(*integer);
+        } else {
+          not_an_integer(line, c + 1, cell);
+        }
         if (!first_inexact && digits_only(cell) && !integer_exact_in(cell, *value, DType::f32)) {
           first_inexact = CellPlace{line, c + 1, cell_text(cell)};
         }
