@@ -35,7 +35,8 @@ class DiskCacheTest : public ::testing::Test {
     ASSERT_TRUE(toolchain().works) << toolchain().why_not;
     std::string pattern = fs::temp_directory_path() / "lazylua-test-cache-XXXXXX";
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    directory_ = pattern;
+    // Resolved, as the cache resolves its directory (a symlinked TMPDIR).
+    directory_ = fs::canonical(pattern).string();
   }
   void TearDown() override {
     std::error_code ignored;
