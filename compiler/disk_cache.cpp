@@ -60,25 +60,76 @@ bool can_write_in(const std::string& directory, std::string* error) {
   return true;
 }
 
+std::string mode_text(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
 // A directory whose objects we may dlopen: ours (the effective user's) and
 // writable by nobody else, or another user could plant code that we run.
-bool trusted_directory(const std::string& directory, std::string* error) {
-  struct stat info;
-  if (stat(directory.c_str(), &info) != 0) {
+// Its ancestors too, as sshd's StrictModes checks a user's files: each
+// owned by root or by us, and writable by no one else unless sticky (like
+// /tmp, where only an entry's owner may rename or delete it). Otherwise
+// another user could rename the cache directory, or a parent, between this
+// check and the later opens, and put one of theirs in its place. With the
+// whole chain safe, nobody else can change what our paths name, so the
+// cache opens files by path (dlopen and the compiler need paths anyway)
+// rather than through one directory descriptor and openat.
+//
+// The chain is checked on the resolved path (realpath), which *resolved
+// receives and the cache then uses: a symlink on the way (~/.cache ->
+// /data/me/cache) is followed once, here, so that the link's owner cannot
+// later point it elsewhere.
+bool trusted_directory(const std::string& directory, std::string* resolved, std::string* error) {
+  char* real = realpath(directory.c_str(), nullptr);
+  if (!real) {
     *error = "cannot use " + directory + ": " + errno_text(errno);
     return false;
   }
-  if (info.st_uid != geteuid()) {
-    *error = directory + " belongs to user " + std::to_string(info.st_uid) +
-             ", not to this user (" + std::to_string(geteuid()) + ")";
+  const std::string path = real;
+  free(real);
+  const uid_t me = geteuid();
+  struct stat info;
+  if (lstat(path.c_str(), &info) != 0) {
+    *error = "cannot use " + path + ": " + errno_text(errno);
+    return false;
+  }
+  if (info.st_uid != me) {
+    *error = path + " belongs to user " + std::to_string(info.st_uid) + ", not to this user (" +
+             std::to_string(me) + ")";
     return false;
   }
   if (info.st_mode & (S_IWGRP | S_IWOTH)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
-    *error = directory + " is writable by other users (mode " + mode + "; chmod go-w it)";
+    *error =
+        path + " is writable by other users (mode " + mode_text(info.st_mode) + "; chmod go-w it)";
     return false;
   }
+  // The ancestors, from the parent up to "/".
+  for (size_t slash = path.rfind('/'); slash != std::string::npos && path.size() > 1;
+       slash = slash == 0 ? std::string::npos : path.rfind('/', slash - 1)) {
+    const std::string ancestor = slash == 0 ? "/" : path.substr(0, slash);
+    if (lstat(ancestor.c_str(), &info) != 0) {
+      *error = "cannot use " + ancestor + ": " + errno_text(errno);
+      return false;
+    }
+    if (!S_ISDIR(info.st_mode)) {  // a symlink swapped in since realpath
+      *error = ancestor + " is not a directory";
+      return false;
+    }
+    if (info.st_uid != 0 && info.st_uid != me) {
+      *error = path + " is inside " + ancestor + ", which belongs to user " +
+               std::to_string(info.st_uid) + ", not to root or this user (" + std::to_string(me) +
+               ")";
+      return false;
+    }
+    if ((info.st_mode & (S_IWGRP | S_IWOTH)) && !(info.st_mode & S_ISVTX)) {
+      *error = path + " is inside " + ancestor + ", which is writable by other users (mode " +
+               mode_text(info.st_mode) + ", not sticky): they could rename it away";
+      return false;
+    }
+  }
+  *resolved = path;
   return true;
 }
 
@@ -194,12 +245,14 @@ DiskCache::DiskCache(std::string directory, uint64_t max_bytes)
       why_disabled_ = "the disk cache is off: " + error;
       return;
     }
-    if (!trusted_directory(directory_, &error)) {
+    std::string resolved;
+    if (!trusted_directory(directory_, &resolved, &error)) {
       // Objects from this directory would run in this process: say so once.
       why_disabled_ = "the disk cache is off: " + error;
       std::fprintf(stderr, "lazylua: %s\n", why_disabled_.c_str());
       return;
     }
+    directory_ = resolved;
     enabled_ = true;
   } catch (const std::exception& exception) {
     enabled_ = false;
@@ -268,6 +321,11 @@ std::shared_ptr<Library> DiskCache::load(uint64_t key, std::string* payload) {
     }
     // dlopen by the final name: the bytes there were just verified, and any
     // later replacement is a complete file too (rename is atomic).
+    // dlopen runs the object's constructors before built_for checks its key:
+    // an entry that passed the record checks but holds other code would run
+    // it. Acceptable because only this user can write here (the whole chain
+    // is checked at start, trusted_directory): such an object is one this
+    // user put there, and this user can run code anyway.
     std::shared_ptr<Library> library = compiler::load(stem + ".so", &error);
     if (!library || !built_for(*library, key)) {
       library.reset();

@@ -29,7 +29,10 @@
 //   toolchain and build identity, payload checksum), the object must have the
 //   recorded size and checksum, and define the key (built_for); otherwise
 //   both files are deleted and the caller compiles again. Only regular files
-//   are read (O_NOFOLLOW, a size cap), only from a directory that is ours.
+//   are read (O_NOFOLLOW, a size cap), only from a directory that is ours
+//   and 0700, inside parents that are root's or ours and writable by no one
+//   else unless sticky (as sshd's StrictModes; checked on the resolved path,
+//   which the cache then uses: trusted_directory in disk_cache.cpp).
 // - build_detached() leaves compiles to a process that outlives us (at exit,
 //   for compiles still in flight): a shell compiles into a temporary object,
 //   then renames it and then a prepared record into place. That record has

@@ -8,7 +8,15 @@
 // Each cell becomes a number: numeric columns parse it (a quoted number is
 // a number), text columns give the string's category code (1, 2 ... in
 // order of first appearance), and a missing cell (empty, NA, NaN) gives NaN.
+//
+// Integers stay exact, as pandas keeps them (int64 columns): without a dtype,
+// a table of integers only is i64; a table with a fraction or a missing cell
+// is f32, and an integer cell that f32 cannot hold exactly (16777217) is an
+// error naming it, not a silently rounded id. The same holds for an asked
+// float dtype (f64 holds integers exactly up to 2^53).
 #include "interp/csv_reader.h"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
@@ -174,6 +182,43 @@ std::optional<int64_t> parse_integer(std::string_view text, double value) {
   return std::nullopt;
 }
 
+// A cell written as an integer ("42", "-7", "+3", "0012"; not "1e3" or
+// "4.0"): its value, or nullopt (written otherwise, or beyond int64).
+std::optional<int64_t> written_integer(std::string_view text) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  int64_t integer = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), integer);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return integer;
+}
+
+// A cell of digits only, after an optional sign: an integer, perhaps beyond
+// int64.
+bool digits_only(std::string_view text) {
+  if (!text.empty() && (text.front() == '+' || text.front() == '-')) text.remove_prefix(1);
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Whether the integer cell `text` (digits_only), parsed to `value` (rounded
+// to double), is exact in the float dtype: the exact decimal form of what
+// the dtype stores is the cell's digits.
+bool integer_exact_in(std::string_view text, double value, DType dtype) {
+  // Below 2^24 (f32) and 2^53 (f64) every integer is exact: the usual case,
+  // decided without formatting.
+  const double exact_below = dtype == DType::f32 ? 16777216.0 : 9007199254740992.0;
+  // (Strictly below: a value of exactly 2^53 may be 2^53 + 1 rounded.)
+  if (std::fabs(value) < exact_below) return true;
+  const double stored =
+      dtype == DType::f32 ? static_cast<double>(static_cast<float>(value)) : value;
+  if (!std::isfinite(stored)) return false;
+  std::string_view digits = text;
+  const bool negative = !digits.empty() && digits.front() == '-';
+  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) digits.remove_prefix(1);
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  return fmt::format("{:.0f}", stored) == fmt::format("{}{}", negative ? "-" : "", digits);
+}
+
 bool is_missing(std::string_view text) {
   return text.empty() || text == "NA" || text == "NaN";
 }
@@ -232,6 +277,53 @@ std::vector<bool> text_columns(lua_State* L, int arg, const std::vector<std::str
   return chosen;
 }
 
+// Where a cell is, for a message about it.
+struct CellPlace {
+  int64_t line;
+  size_t column;     // 1-based
+  std::string text;  // as cell_text shows it
+};
+
+// A .csv.gz file may decompress to at most this many times its own size
+// (but always to kMinimumGzipLimit): real tables compress 3 to 10 times,
+// one-hot columns about 35, while a gzip bomb of one repeated byte reaches
+// DEFLATE's 1032. The same bound Apache POI puts on zip entries (a minimum
+// inflate ratio of 0.01). A larger ratio is refused before it costs memory;
+// such a file can be read once gunzipped (a plain file has no limit: its
+// size is real).
+constexpr uint64_t kMaxGzipRatio = 100;
+constexpr uint64_t kMinimumGzipLimit = uint64_t{64} << 20;
+
+// The file's bytes, gunzipped within the limit above.
+HostBytes read_csv_bytes(const std::string& path) {
+  struct stat info {};
+  // The size sets the limit only; read_file_bytes makes every other check
+  // (and reports a file that cannot be opened).
+  const uint64_t compressed = ::stat(path.c_str(), &info) == 0 && info.st_size > 0
+                                  ? static_cast<uint64_t>(info.st_size)
+                                  : 0;
+  const uint64_t limit =
+      std::max(kMinimumGzipLimit,
+               compressed > UINT64_MAX / kMaxGzipRatio ? UINT64_MAX : compressed * kMaxGzipRatio);
+  const OutputLimit gzip_limit = [limit](const uint8_t*, size_t) {
+    return static_cast<size_t>(std::min<uint64_t>(limit, SIZE_MAX));
+  };
+  try {
+    return read_file_bytes(path, kFunction, gzip_limit);
+  } catch (const Error& error) {
+    // read_file_bytes says the limit comes from the content (true of IDX);
+    // here it comes from the file's size, and the way out is to gunzip it.
+    if (std::string_view(error.what()).find("decompresses to more than") ==
+        std::string_view::npos) {
+      throw;
+    }
+  }
+  fail(
+      "{}: '{}' decompresses to more than {} bytes (a .csv.gz file may grow {} times, and to "
+      "64 MiB at least): refused as a likely gzip bomb; gunzip it first to read it",
+      kFunction, path, limit, kMaxGzipRatio);
+}
+
 }  // namespace
 
 int read_csv(lua_State* L) {
@@ -246,13 +338,15 @@ int read_csv(lua_State* L) {
     fail("{}: the delimiter cannot be a quote or a line break", kFunction);
   }
   const bool has_header = lua_toboolean(L, 3);
-  const DType dtype = lua_isnoneornil(L, 4) ? DType::f32 : parse_dtype(lua_tostring(L, 4));
+  // No dtype: i64 for a table of integers, else f32 (decided after reading).
+  const bool dtype_asked = !lua_isnoneornil(L, 4);
+  const DType asked_dtype = dtype_asked ? parse_dtype(lua_tostring(L, 4)) : DType::f32;
   const bool auto_text = lua_type(L, 5) == LUA_TBOOLEAN && lua_toboolean(L, 5);
   if (!lua_isnoneornil(L, 5) && lua_type(L, 5) != LUA_TTABLE && lua_type(L, 5) != LUA_TBOOLEAN) {
     fail("{}: opts.text must be true or a list of columns, got {}", kFunction, luaL_typename(L, 5));
   }
 
-  const HostBytes file = read_file_bytes(path, kFunction);
+  const HostBytes file = read_csv_bytes(path);
   std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   // A UTF-8 byte order mark (spreadsheets write one) is not part of the
   // first cell: kept, it would be glued to the first column's name.
@@ -295,11 +389,26 @@ int read_csv(lua_State* L) {
     fail("{}: opts.text names column {}; the file has {}", kFunction, is_text.size(), columns);
   }
 
-  // Pass 2: the values.
-  const bool integer_dtype = is_integral(dtype);
-  const bool bool_dtype = dtype == DType::boolean;
+  // Pass 2: the values. `integers` holds each cell's integer value when the
+  // table may be integer (an integer dtype, or none asked).
+  const bool integer_dtype = dtype_asked && is_integral(asked_dtype);
+  const bool bool_dtype = dtype_asked && asked_dtype == DType::boolean;
+  const bool float_dtype = dtype_asked && is_floating(asked_dtype);
   std::vector<double> values;
   std::vector<int64_t> integers;
+  bool all_integers = true;  // no dtype asked: every cell so far is an integer
+  std::optional<CellPlace> first_fraction, first_inexact;
+  // The first cell that is no integer makes the table f32: its integers are
+  // not needed any more (nor their memory, 8 bytes a cell).
+  auto not_an_integer = [&](int64_t line, size_t column, std::string_view cell) {
+    if (dtype_asked || !all_integers) return;
+    all_integers = false;
+    first_fraction = CellPlace{line, column, cell_text(cell)};
+    std::vector<int64_t>().swap(integers);
+  };
+  auto keep_integer = [&](int64_t value) {
+    if (integer_dtype || (!dtype_asked && all_integers)) integers.push_back(value);
+  };
   std::vector<std::unordered_map<std::string_view, int64_t>> codes(is_text.size());
   std::vector<std::vector<std::string_view>> categories(is_text.size());
   Tokenizer tokens(text, delimiter, path);
@@ -314,8 +423,9 @@ int read_csv(lua_State* L) {
           fail(
               "{}: '{}' line {}, column {}: a missing value ('{}'); {} cannot hold NaN (read "
               "with dtype f32 or f64)",
-              kFunction, path, line, c + 1, cell_text(cell), dtype_name(dtype));
+              kFunction, path, line, c + 1, cell_text(cell), dtype_name(asked_dtype));
         }
+        not_an_integer(line, c + 1, cell);
         values.push_back(std::numeric_limits<double>::quiet_NaN());
         continue;
       }
@@ -324,7 +434,7 @@ int read_csv(lua_State* L) {
             codes[c].try_emplace(cell, static_cast<int64_t>(categories[c].size()) + 1);
         if (added) categories[c].push_back(cell);
         values.push_back(static_cast<double>(entry->second));
-        if (integer_dtype) integers.push_back(entry->second);
+        keep_integer(entry->second);
         continue;
       }
       const std::optional<double> value = parse_number(cell);
@@ -336,26 +446,63 @@ int read_csv(lua_State* L) {
       }
       if (integer_dtype) {
         const std::optional<int64_t> integer = parse_integer(cell, *value);
-        if (!integer || (dtype == DType::i32 && (*integer < INT32_MIN || *integer > INT32_MAX))) {
+        if (!integer ||
+            (asked_dtype == DType::i32 && (*integer < INT32_MIN || *integer > INT32_MAX))) {
           fail("{}: '{}' line {}, column {}: '{}' is not an integer in the range of {}", kFunction,
-               path, line, c + 1, cell_text(cell), dtype_name(dtype));
+               path, line, c + 1, cell_text(cell), dtype_name(asked_dtype));
         }
-        integers.push_back(*integer);
+        keep_integer(*integer);
+      } else if (!dtype_asked) {
+        const std::optional<int64_t> integer = written_integer(cell);
+        if (!integer && digits_only(cell)) {
+          fail(
+              "{}: '{}' line {}, column {}: the integer {} is beyond the range of i64 (list its "
+              "column in opts.text to read it as categories)",
+              kFunction, path, line, c + 1, cell_text(cell));
+        }
+        if (integer) {
+          keep_integer(*integer);
+        } else {
+          not_an_integer(line, c + 1, cell);
+        }
+        if (!first_inexact && digits_only(cell) && !integer_exact_in(cell, *value, DType::f32)) {
+          first_inexact = CellPlace{line, c + 1, cell_text(cell)};
+        }
+      } else if (float_dtype && digits_only(cell) && !integer_exact_in(cell, *value, asked_dtype)) {
+        fail(
+            "{}: '{}' line {}, column {}: the integer {} has no exact {} value ({} holds "
+            "integers exactly up to {}); read with dtype = \"{}\"",
+            kFunction, path, line, c + 1, cell_text(cell), dtype_name(asked_dtype),
+            dtype_name(asked_dtype), asked_dtype == DType::f32 ? "2^24" : "2^53",
+            asked_dtype == DType::f32 ? "f64\" or \"i64" : "i64");
       }
       values.push_back(*value);
     }
+  }
+  // A table of integers only is i64; anything else (or nothing) f32, whose
+  // rounding no integer cell may suffer.
+  const bool integer_table = !dtype_asked && all_integers && !values.empty();
+  const DType dtype = dtype_asked ? asked_dtype : integer_table ? DType::i64 : DType::f32;
+  if (!dtype_asked && !integer_table && first_inexact) {
+    fail(
+        "{}: '{}' line {}, column {}: the integer {} has no exact f32 value (f32 holds integers "
+        "exactly up to 2^24), and the table is read as f32 because of '{}' in line {}, column "
+        "{}; read with dtype = \"f64\" (exact up to 2^53)",
+        kFunction, path, first_inexact->line, first_inexact->column, first_inexact->text,
+        first_fraction->text, first_fraction->line, first_fraction->column);
   }
 
   const int64_t width = std::max<int64_t>(columns, 0);
   const int64_t rows = width == 0 ? 0 : static_cast<int64_t>(values.size()) / width;
   Array out = Array::empty(Shape{rows, width}, dtype, kFunction);
+  const bool from_integers = is_integral(dtype);
   visit_dtype(dtype, [&](auto zero) {
     using Out = decltype(zero);
     Out* data = out.data<Out>();
     for (size_t i = 0; i < values.size(); i++) {
       if constexpr (std::is_same_v<Out, bool>) {
         data[i] = values[i] != 0;
-      } else if (integer_dtype) {
+      } else if (from_integers) {
         data[i] = static_cast<Out>(integers[i]);
       } else {
         data[i] = static_cast<Out>(values[i]);

@@ -60,7 +60,11 @@ if native.read_csv then
   -- first appearance). opts:
   --   header (false): the first record names the columns;
   --   delimiter (","): one character, e.g. ";" or "\t";
-  --   dtype ("f32"): the tensor's dtype;
+  --   dtype: the tensor's dtype. Without it, as pandas keeps integer
+  --     columns int64: i64 when every cell is an integer (text codes
+  --     included), else f32, and then an integer cell f32 cannot hold
+  --     exactly (beyond 2^24, e.g. 16777217) is an error naming it (read
+  --     with dtype "f64"). A float dtype refuses such a cell too;
   --   text (none): the text columns, read as category codes: a list of
   --     1-based indices or header names, or true for every column holding a
   --     cell that is neither a number nor missing.

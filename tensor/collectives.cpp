@@ -54,8 +54,37 @@ struct Job {
 };
 Job job;
 CollectiveStats stats;
+// The sequence number of the last collective or barrier this process
+// recorded (collectives.h): the same count on every rank for the same call.
+int64_t last_sequence = 0;
+
+int64_t next_sequence() {
+  return ++last_sequence;
+}
+
+// A recording line as CollectiveCall::site: FNV-1a of the chunk name
+// (the same on every rank running the same script), then the line.
+int64_t site_of(const SourceLocation& location) {
+  uint32_t hash = 2166136261u;
+  for (const char* c = location.chunk; c && *c; c++) {
+    hash = (hash ^ static_cast<unsigned char>(*c)) * 16777619u;
+  }
+  return static_cast<int64_t>((static_cast<uint64_t>(hash) << 32) |
+                              static_cast<uint32_t>(location.line));
+}
+
+int64_t scalar_word(const Array& scalar) {
+  return contiguous(ops::cast(scalar, DType::i64)).data<int64_t>()[0];
+}
 
 }  // namespace
+
+namespace ops {
+Array collective(const Array& in, CollectiveOp op, int root, const Array& sequence,
+                 const Array& site) {
+  return collective(in, op, root, CollectiveCall{scalar_word(sequence), scalar_word(site)});
+}
+}  // namespace ops
 
 CollectiveStats dist_stats() {
   return stats;
@@ -83,7 +112,7 @@ void dist_initialize() {
 void dist_barrier(Context*) {}
 void dist_abort_job(int) {}
 namespace ops {
-Array collective(const Array& in, CollectiveOp, int) {
+Array collective(const Array& in, CollectiveOp, int, CollectiveCall) {
   return contiguous(in);
 }
 }  // namespace ops
@@ -92,7 +121,7 @@ Array collective(const Array& in, CollectiveOp, int) {
 
 namespace {
 
-void agree(int64_t kind, DType dtype, int root, const Shape& shape);
+void agree(int64_t kind, DType dtype, int root, const Shape& shape, CollectiveCall call);
 constexpr int64_t kExit = 101;
 
 // MPI_Finalize at exit, for a process that ends normally. One that failed
@@ -108,7 +137,7 @@ void finalize_at_exit() {
   if (finalized) return;
   if (job.size > 1) {
     try {
-      agree(kExit, DType::boolean, 0, Shape{});
+      agree(kExit, DType::boolean, 0, Shape{}, CollectiveCall{next_sequence(), 0});
     } catch (const std::exception& error) {
       std::fprintf(stderr, "lazylua: rank %d of %d: %s\n", job.rank, job.size, error.what());
       std::fflush(stderr);
@@ -194,8 +223,13 @@ MPI_Op reduce_op(CollectiveOp op, DType dtype) {
 }
 
 // What a rank is about to do, exchanged before each call: kind (a
-// CollectiveOp, or kBarrier), dtype, root, rank of the shape, its extents.
-constexpr int kDescriptorWords = 4 + kMaxDims;
+// CollectiveOp, or kBarrier), dtype, root, rank of the shape, its extents,
+// then the call (sequence number, site) and this process's last sequence
+// number (not compared: see agree).
+constexpr int kCallWord = 4 + kMaxDims;
+constexpr int kLastSequenceWord = kCallWord + 2;
+constexpr int kDescriptorWords = kLastSequenceWord + 1;
+constexpr int kComparedWords = kLastSequenceWord;
 constexpr int64_t kBarrier = 100;
 
 std::string describe(const int64_t* words) {
@@ -210,19 +244,54 @@ std::string describe(const int64_t* words) {
   return op == CollectiveOp::broadcast ? fmt::format("{} from root {}", what, words[2]) : what;
 }
 
+// "its collective 3, recorded at line 12" (the chunk name is not sent: a
+// different one is "in another file" than rank 0's).
+std::string describe_call(const int64_t* words, const int64_t* rank0_words) {
+  const auto site = static_cast<uint64_t>(words[kCallWord + 1]);
+  const auto rank0_site = static_cast<uint64_t>(rank0_words[kCallWord + 1]);
+  std::string text = fmt::format("its collective {}", words[kCallWord]);
+  if (static_cast<uint32_t>(site) != 0) {
+    text += fmt::format(", recorded at line {}", static_cast<uint32_t>(site));
+    if ((site >> 32) != (rank0_site >> 32)) text += " of another file";
+  }
+  return text;
+}
+
 // Every rank learns what every other is about to do; when they differ, each
 // raises the same error (so a script can catch it on every rank alike).
-void agree(int64_t kind, DType dtype, int root, const Shape& shape) {
+void agree(int64_t kind, DType dtype, int root, const Shape& shape, CollectiveCall call) {
   int64_t mine[kDescriptorWords] = {kind, static_cast<int64_t>(dtype), root, shape.rank()};
   for (int k = 0; k < shape.rank(); k++) mine[4 + k] = shape[k];
+  mine[kCallWord] = call.sequence;
+  mine[kCallWord + 1] = call.site;
+  mine[kLastSequenceWord] = last_sequence;
   std::vector<int64_t> all(static_cast<size_t>(kDescriptorWords) * job.size);
   MPI_Allgather(mine, kDescriptorWords, MPI_INT64_T, all.data(), kDescriptorWords, MPI_INT64_T,
                 MPI_COMM_WORLD);
   for (int r = 1; r < job.size; r++) {
     const int64_t* theirs = &all[static_cast<size_t>(r) * kDescriptorWords];
-    if (std::equal(theirs, theirs + kDescriptorWords, all.data())) continue;
-    fail("dist: the ranks disagree on a collective: rank 0 does {}, rank {} does {}",
-         describe(all.data()), r, describe(theirs));
+    if (std::equal(theirs, theirs + kComparedWords, all.data())) continue;
+    // Every rank counts on from the same number after this, so that the
+    // job can go on (the script may catch the error): the largest count
+    // any rank reached.
+    for (int q = 0; q < job.size; q++) {
+      last_sequence = std::max(last_sequence,
+                               all[static_cast<size_t>(q) * kDescriptorWords + kLastSequenceWord]);
+    }
+    if (!std::equal(theirs, theirs + kCallWord, all.data())) {
+      fail(
+          "dist: the ranks disagree on a collective: rank 0 does {}, rank {} does {} ({} on rank "
+          "0, {} on rank {})",
+          describe(all.data()), r, describe(theirs), describe_call(all.data(), all.data()),
+          describe_call(theirs, all.data()), r);
+    }
+    fail(
+        "dist: the ranks disagree on a collective: rank 0 does {} as {}, rank {} does {} as {}: "
+        "every rank must make the same collectives in the same order, each from the same line (a "
+        "rank that skipped one, by an error or a branch, would pair its next one with the others' "
+        "skipped one)",
+        describe(all.data()), describe_call(all.data(), all.data()), r, describe(theirs),
+        describe_call(theirs, all.data()));
   }
 }
 
@@ -277,7 +346,8 @@ void dist_initialize() {
 void dist_barrier(Context* context) {
   if (!job.initialized || job.size == 1) return;
   context->run_pending_collectives();
-  agree(kBarrier, DType::boolean, 0, Shape{});
+  agree(kBarrier, DType::boolean, 0, Shape{},
+        CollectiveCall{next_sequence(), site_of(context->current_location())});
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -293,10 +363,10 @@ void dist_abort_job(int exit_code) {
 
 namespace ops {
 
-Array collective(const Array& in, CollectiveOp op, int root) {
+Array collective(const Array& in, CollectiveOp op, int root, CollectiveCall call) {
   if (!job.initialized || job.size == 1) return contiguous(in);
   const double start = MPI_Wtime();
-  agree(static_cast<int64_t>(op), in.dtype, root, in.shape);
+  agree(static_cast<int64_t>(op), in.dtype, root, in.shape, call);
   const Array source = contiguous(in);
   Array out = Array::empty(in.shape, in.dtype, collective_op_name(op));
   const int64_t count = in.numel();
@@ -351,18 +421,28 @@ void check_collective(const Tensor& a, CollectiveOp op, int root) {
 Tensor collective(const Tensor& a, CollectiveOp op, int root) {
   check_collective(a, op, root);
   Context* context = a->context.get();
+  const SourceLocation location = context->current_location();
+  const CollectiveCall call{next_sequence(), site_of(location)};
   if (context->eager) {
     const Array data = a->data.defined() && !a->pending && !a->is_lazy_view()
                            ? a->data
                            : observe(a, SyncCause::eager_op);
-    return make_tensor(context, ops::collective(data, op, root));
+    return make_tensor(context, ops::collective(data, op, root, call));
   }
-  std::vector<NodeRef> inputs{value_of(a)};
+  // The call as scalar inputs (run inputs, not part of the graph key; made
+  // as scalar nodes even for 0 and 1, which make_scalar would turn into
+  // constants, which are).
+  auto call_word = [&](int64_t value) {
+    NodeRef node = make_node(Op::scalar, 0, DType::i64, Shape{}, {}, {}, location);
+    node->scalar = ops::Scalar::from_integer(value);
+    return node;
+  };
+  std::vector<NodeRef> inputs{value_of(a), call_word(call.sequence), call_word(call.site)};
   // The ordering input (collectives.h): read by no kernel.
   if (!context->pending_collectives.empty()) inputs.push_back(context->pending_collectives.back());
   context->metrics.ops_recorded++;
   NodeRef node = make_node(Op::collective, static_cast<uint8_t>(op), a->dtype, a->shape,
-                           std::move(inputs), {root}, context->current_location());
+                           std::move(inputs), {root}, location);
   context->pending_collectives.push_back(node);
   return Tensor(new TensorImpl(context, std::move(node)));
 }

@@ -17,9 +17,18 @@
 // tier. The compiler never merges two collectives (cse.cpp), and a plan
 // that has run one is never re-run on the reference interpreter.
 //
-// Checking. Before each call the ranks exchange what they are about to do
-// (op, dtype, shape, root); a difference is the same Lua error on every
-// rank, naming both ranks and both shapes, instead of corrupt data.
+// Checking (docs/distributed.md). Before each call the ranks exchange what they are about to do
+// (op, dtype, shape, root, and where: its sequence number and the line that
+// recorded it); a difference is the same Lua error on every rank, naming
+// both ranks and both calls, instead of corrupt data. The sequence number
+// counts the collectives (and barriers) this process recorded, so it is
+// the same on every rank for the same call, and a collective one rank
+// recorded but dropped (its step failed there before the call) shows as a
+// gap. The line catches what no count can: a rank that skipped a call (an
+// error, a branch) pairs its next one, of the same shape, with the others'
+// skipped one. Both travel as scalar inputs of the node (not attrs), so
+// they are not part of the graph key: a step recorded again from the same
+// lines reuses its compiled plan.
 #pragma once
 
 #include <cstdint>
@@ -57,14 +66,27 @@ struct CollectiveStats {
 };
 CollectiveStats dist_stats();
 
+// Which call a collective is, exchanged and compared before it runs: the
+// process's count of recorded collectives and barriers, and the recording
+// line (its chunk name's hash in the upper 32 bits, the line in the lower).
+struct CollectiveCall {
+  int64_t sequence = 0;
+  int64_t site = 0;
+};
+
 namespace ops {
 // Runs the collective on this rank's `in` and returns the result (a new
 // array; `in` is not written). Identity when the job has one rank.
-Array collective(const Array& in, CollectiveOp op, int root);
+Array collective(const Array& in, CollectiveOp op, int root, CollectiveCall call);
+// The same for a collective node: `sequence` and `site` are its scalar
+// inputs (0-d i64 arrays).
+Array collective(const Array& in, CollectiveOp op, int root, const Array& sequence,
+                 const Array& site);
 }  // namespace ops
 
 // Records (lazy) or runs (eager) a collective of `a`. A new tensor, with
-// no gradient. Refused inside a scan body.
+// no gradient. Refused inside a scan body. The node's inputs: `a`, the
+// sequence and site scalars (CollectiveCall), then the ordering input.
 Tensor collective(const Tensor& a, CollectiveOp op, int root);
 
 }  // namespace lazylua

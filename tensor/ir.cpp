@@ -305,7 +305,8 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
     case Op::argsort:
       return ops::argsort(in[0], static_cast<int>(a[0]), a[1] != 0);
     case Op::collective:
-      return ops::collective(in[0], static_cast<CollectiveOp>(node.sub_op), static_cast<int>(a[0]));
+      return ops::collective(in[0], static_cast<CollectiveOp>(node.sub_op), static_cast<int>(a[0]),
+                             in[1], in[2]);
     case Op::scan:
       return evaluate_scan(node, in);
     case Op::scan_output:

@@ -100,6 +100,22 @@ echo "$out" | grep -q "native [1-9]" || fail "shared cache dir: nothing ran nati
 [ "$(echo "$err" | grep -c 'writable by other users')" -eq 1 ] || fail "shared cache dir: not said once: $err"
 ! ls "$work/shared"/*.so > /dev/null 2>&1 || fail "shared cache dir: objects were written there"
 
+# 3b'. A 0700 cache inside a parent other users can write (not sticky) is
+# not used either: they could rename it away and put theirs in its place
+# (the parents are checked as sshd's StrictModes does). Inside a sticky
+# one, like /tmp, it is.
+mkdir -p "$work/open" && chmod 0777 "$work/open"
+run "$work/open/cache"
+[ $status -eq 0 ] || fail "cache in an open parent: exit $status: $err"
+same_result "$(echo "$out" | head -1)" "$expected_result" || fail "cache in an open parent: wrong result $out"
+[ "$(echo "$err" | grep -c "is inside $work/open, which is writable by other users")" -eq 1 ] ||
+  fail "cache in an open parent: not said once: $err"
+! ls "$work/open/cache"/*.so > /dev/null 2>&1 || fail "cache in an open parent: objects were written there"
+chmod 1777 "$work/open"
+run "$work/open/cache"
+[ $status -eq 0 ] && [ -z "$err" ] || fail "cache in a sticky parent: exit $status: $err"
+ls "$work/open/cache"/*.so > /dev/null 2>&1 || fail "cache in a sticky parent: not used"
+
 # 3c. A FIFO or a symlink to /dev/zero in place of an entry: no hang, no
 # memory blow-up, the entry is rebuilt.
 rm -rf "$work/cache3"

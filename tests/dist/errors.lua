@@ -124,4 +124,65 @@ do
   h.expect("the step again, fixed", again, "f32", {2}, {s * 1.0, s * 1.0})
 end
 
+-- A rank that skipped a collective (an error before it) and makes its next
+-- one, of the same shape, from another line: refused at once on every rank,
+-- naming both lines. (Without the recording line in the check, rank 0's
+-- call pairs with rank 1's next one and returns a sum of the two.) The
+-- collectives are made right here, not through reduce_now, so that their
+-- lines differ.
+do
+  local skipped_line = debug.getinfo(1, "l").currentline + 3
+  local ok, message = pcall(function()
+    if r == 1 then error("skipped on rank 1") end
+    return dist.all_reduce(tensor.ones(2)):tolist()
+  end)
+  if r == 1 then
+    if ok or not tostring(message):find("skipped on rank 1", 1, true) then
+      h.fail("rank 1's first call: " .. tostring(message))
+    end
+    message = h.expect_error("the call after a skipped one", "recorded at line", function()
+      return dist.all_reduce(tensor.ones(2) * 5):tolist()
+    end)
+  elseif ok then
+    h.fail("a collective paired with another rank's later one gave a value: " .. h.show(message))
+  end
+  local next_line = skipped_line + 7
+  for _, part in ipairs({
+    string.format("rank 0 does all_reduce_sum of f32 [2] as its collective"),
+    string.format("recorded at line %d, rank 1 does all_reduce_sum of f32 [2] as its collective",
+      skipped_line),
+    string.format("recorded at line %d: every rank must make the same collectives", next_line)}) do
+    if not tostring(message):find(part, 1, true) then
+      h.fail(string.format("a skipped collective: '%s' lacks '%s'", message, part))
+    end
+  end
+  still_works("a skipped collective")
+end
+
+-- A step that failed on rank 1 only, before its collective ran (an index
+-- out of range there): lazily, rank 1 recorded the collective and dropped
+-- it, so its next one, from the same line and of the same shape, has the
+-- next sequence number and is refused rather than paired with rank 0's
+-- first. Eagerly the failing op comes before the collective is made: rank
+-- 1 never made the call, and its next one is the right partner.
+do
+  local function attempt(bad)
+    local index = tensor.new({bad and 9 or 1})
+    return dist.all_reduce(tensor.ones(3):index_select(1, index)):tolist()
+  end
+  if r == 1 then h.expect_error("the failing step", "index_select", attempt, true) end
+  if h.mode() == "eager" then
+    local got = attempt(false)
+    if got[1] ~= n then h.fail("eager: after a failed op, the collective gave " .. h.show(got)) end
+  else
+    local message = h.expect_error("a dropped collective",
+      "rank 0 does all_reduce_sum of f32 [1] as its collective", attempt, false)
+    local first, second = message:match("as its collective (%d+).- as its collective (%d+)")
+    if not first or tonumber(second) ~= tonumber(first) + 1 then
+      h.fail("a dropped collective: the numbers in " .. message)
+    end
+  end
+  still_works("a dropped collective")
+end
+
 h.done("errors")

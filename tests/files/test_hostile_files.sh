@@ -781,6 +781,32 @@ for kind in fifo devzero directory empty sparse garbage; do
 done
 run_cached "after the repairs"
 
+# ---------------------------------------------------------------------------
+# CSV gzip bombs (data.read_csv): a .csv.gz may decompress to 100 times its
+# size (64 MiB at least). A 1 MiB file of 64 members, each 8 MiB of "0,0,..."
+# lines, would be 512 MiB: refused after about 100 MiB, at a small RSS. A small file of a
+# high ratio under the 64 MiB floor is read.
+
+cd "$work" || exit 1
+yes 0,0,0,0,0,0,0 | head -c 8M | gzip -9 > zeros8m.csv.gz
+for _ in $(seq 64); do cat zeros8m.csv.gz; done > bomb.csv.gz
+yes 0,1 | head -c 2M | gzip -9 > dense_small.csv.gz
+check "csv: a 1 MiB gzip bomb of 512 MiB" 20 'expect_error(function() data.read_csv(dir .. "/bomb.csv.gz") end, "bomb.csv.gz'"'"' decompresses to more than", "likely gzip bomb; gunzip it first")'
+check "csv: a 2 MiB table in a few KiB of gzip" 20 'expect(data.read_csv(dir .. "/dense_small.csv.gz"):size(), {524288, 2})'
+if [ -x /usr/bin/time ]; then
+  cases=$((cases + 1))
+  HOSTILE_DIR=$work /usr/bin/time -f %M -o rss.txt timeout -k 5 20 "$lazylua" \
+    -e "dofile('$work/prelude.lua')" \
+    -e 'expect_error(function() data.read_csv(dir .. "/bomb.csv.gz") end, "likely gzip bomb")' \
+    > /dev/null 2>&1
+  rss_kib=$(tail -1 rss.txt)
+  if [ "${rss_kib:-999999999}" -gt 262144 ]; then
+    fail "csv: the gzip bomb cost ${rss_kib} KiB of RSS (more than 256 MiB)"
+  fi
+fi
+rm -f zeros8m.csv.gz bomb.csv.gz dense_small.csv.gz rss.txt
+# (end of the CSV gzip bomb block)
+
 if [ $failures -ne 0 ]; then
   echo "test_hostile_files: $failures of $cases cases failed"
   exit 1

@@ -69,7 +69,7 @@ h.test("tab delimiter, CRLF line ends, a tab inside quotes", function()
   local path = os.tmpname()
   h.write_bytes(path, 'x\ty\r\n"a\tb"\t1\r\n"c"\t2\r\n')
   local t, names, categories = data.read_csv(path, {header = true, delimiter = "\t", text = {1}})
-  h.check(t, "f32", {{1, 1}, {2, 2}})
+  h.check(t, "i64", {{1, 1}, {2, 2}})  -- codes and integers only: an integer table
   strings(names, {"x", "y"})
   strings(categories[1], {"a\tb", "c"})
   os.remove(path)
@@ -99,6 +99,62 @@ h.test("bad text options", function()
         "opts.text must be true or a list of columns, got string")
   h.err(function() data.read_csv(fixture("quoting.csv"), {delimiter = '"'}) end,
         "cannot be a quote")
+end)
+
+-- Integers stay exact (as pandas keeps integer columns int64). The values
+-- below are the file's digits; 2^24 = 16777216 is the last integer from
+-- which f32 holds every integer, 2^53 = 9007199254740992 for f64.
+local function csv_file(text)
+  local path = os.tmpname()
+  h.write_bytes(path, text)
+  return path
+end
+
+h.test("integers only: an i64 table, exact beyond 2^24 and 2^53", function()
+  local path = csv_file("id,label\n16777217,3\n9007199254740993,-1\n+12,007\n")
+  local t = data.read_csv(path, {header = true})
+  assert(t:dtype() == "i64", "dtype " .. t:dtype())
+  local rows = t:tolist()
+  assert(rows[1][1] == 16777217 and rows[2][1] == 9007199254740993 and rows[2][2] == -1,
+         h.show(rows))
+  h.eq(rows, {{16777217, 3}, {9007199254740993, -1}, {12, 7}})
+  -- asked for: f32 and f64 refuse the integers they would round
+  h.err(function() data.read_csv(path, {header = true, dtype = "f32"}) end,
+        "line 2, column 1: the integer 16777217 has no exact f32 value", 'dtype = "f64" or "i64"')
+  h.err(function() data.read_csv(path, {header = true, dtype = "f64"}) end,
+        "line 3, column 1: the integer 9007199254740993 has no exact f64 value", 'dtype = "i64"')
+  os.remove(path)
+  -- beyond int64: no i64 table, and no float holds it exactly
+  path = csv_file("1\n99999999999999999999\n")
+  h.err(function() data.read_csv(path) end,
+        "line 2, column 1: the integer 99999999999999999999 is beyond the range of i64")
+  os.remove(path)
+end)
+
+h.test("a fraction or a missing value makes the table f32; integers it would round are refused", function()
+  -- the first column's ids beside a float column: f32 would make 16777217 16777216
+  local path = csv_file("id,score\n16777216,0.5\n16777217,1.5\n")
+  h.err(function() data.read_csv(path, {header = true}) end,
+        "line 3, column 1: the integer 16777217 has no exact f32 value",
+        "because of '0.5' in line 2, column 2", 'dtype = "f64"')
+  h.check(data.read_csv(path, {header = true, dtype = "f64"}), "f64",
+          {{16777216, 0.5}, {16777217, 1.5}})
+  os.remove(path)
+  -- negative too; a missing cell is what makes this table a float one
+  path = csv_file("-16777217,1\n2,NA\n")
+  h.err(function() data.read_csv(path) end, "line 1, column 1: the integer -16777217",
+        "because of 'NA' in line 2, column 2")
+  os.remove(path)
+  -- integers f32 holds exactly: read as before
+  path = csv_file("16777216,-16777216,0.25\n1,2,3\n")
+  h.check(data.read_csv(path), "f32", {{16777216, -16777216, 0.25}, {1, 2, 3}})
+  -- a cell written as a float ("1e3", "4.0") is no integer: the table is f32
+  os.remove(path)
+  path = csv_file("1e3,4.0\n")
+  h.check(data.read_csv(path), "f32", {{1000, 4}})
+  os.remove(path)
+  -- the interpreter goes on after the errors
+  h.check(tensor.new({1, 2}) + 1, nil, {2, 3})
 end)
 
 h.done("test_csv")

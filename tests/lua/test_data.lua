@@ -194,7 +194,7 @@ end)
 h.test("read_csv: gzip like read_idx", function()
   write_bytes(temp("numbers.csv.gz"), gzip_of("a,b\n1,2\n") .. gzip_of("3,4\n"))
   local t, names = data.read_csv(temp("numbers.csv.gz"), {header = true})
-  h.check(t, "f32", {{1, 2}, {3, 4}})
+  h.check(t, "i64", {{1, 2}, {3, 4}})  -- integers only: i64
   assert(h.same_list(names, {"a", "b"}), h.show(names))
   write_bytes(temp("cut.csv.gz"), gzip_of("1,2\n3,4\n"):sub(1, -3))
   h.err(function() data.read_csv(temp("cut.csv.gz")) end, "corrupted or truncated")

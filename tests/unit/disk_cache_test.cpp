@@ -35,7 +35,8 @@ class DiskCacheTest : public ::testing::Test {
     ASSERT_TRUE(toolchain().works) << toolchain().why_not;
     std::string pattern = fs::temp_directory_path() / "lazylua-test-cache-XXXXXX";
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    directory_ = pattern;
+    // Resolved, as the cache resolves its directory (a symlinked TMPDIR).
+    directory_ = fs::canonical(pattern).string();
   }
   void TearDown() override {
     std::error_code ignored;
@@ -53,6 +54,12 @@ class DiskCacheTest : public ::testing::Test {
     expect_adds(library);
     // The library goes out of scope here: the tests below modify the files,
     // and writing into a mapped object would crash whoever has it mapped.
+  }
+
+  void build_entry_in(DiskCache& cache) {
+    std::string error;
+    expect_adds(cache.build(kKey, kSource, "add", &error));
+    expect_adds(cache.load(kKey));
   }
 
   static void expect_adds(const std::shared_ptr<Library>& library) {
@@ -271,6 +278,73 @@ TEST_F(DiskCacheTest, DirectoryOthersCanWriteIsNotUsed) {
     EXPECT_FALSE(foreign.enabled());
     EXPECT_NE(foreign.why_disabled().find("belongs to user 65534"), std::string::npos)
         << foreign.why_disabled();
+  }
+}
+
+TEST_F(DiskCacheTest, ParentsMustBeSafeAsSshdStrictModesChecksThem) {
+  // Another user could rename a parent they can write, with our 0700
+  // cache in it, and put a directory of theirs in its place.
+  const std::string open = directory_ + "/open";
+  fs::create_directory(open);
+  fs::permissions(open, fs::perms::all);  // 0777, not sticky
+  const std::string inside = open + "/cache";
+  DiskCache under_open(inside);  // created 0700 by us: the leaf alone is fine
+  EXPECT_FALSE(under_open.enabled());
+  EXPECT_NE(under_open.why_disabled().find("is inside " + open), std::string::npos)
+      << under_open.why_disabled();
+  EXPECT_NE(under_open.why_disabled().find("mode 0777, not sticky"), std::string::npos)
+      << under_open.why_disabled();
+  std::string error;
+  expect_adds(under_open.build(kKey, kSource, "add", &error));
+  EXPECT_FALSE(fs::exists(under_open.object_path(kKey)));
+
+  // Sticky, as /tmp is: only an entry's owner may rename it. Accepted.
+  fs::permissions(open, fs::perms::all | fs::perms::sticky_bit);
+  DiskCache under_sticky(inside);
+  EXPECT_TRUE(under_sticky.enabled()) << under_sticky.why_disabled();
+  // /tmp itself (our fixture's directory is in it): world-writable and sticky.
+  struct stat tmp {};
+  ASSERT_EQ(stat(fs::temp_directory_path().c_str(), &tmp), 0);
+  if ((tmp.st_mode & S_IWOTH) && (tmp.st_mode & S_ISVTX)) {
+    EXPECT_TRUE(DiskCache(directory_ + "/in-tmp").enabled());
+  }
+
+  // Group-writable is as bad as world-writable.
+  fs::permissions(open, fs::perms::owner_all | fs::perms::group_all);
+  EXPECT_FALSE(DiskCache(inside).enabled());
+  fs::permissions(open, fs::perms::owner_all);
+
+  // A symlink in an unsafe directory, to a safe cache: followed once, the
+  // cache then uses the resolved path (the link's owner cannot re-point it).
+  const std::string safe = directory_ + "/safe";
+  fs::create_directory(safe);
+  fs::permissions(safe, fs::perms::owner_all);
+  fs::permissions(open, fs::perms::all);
+  fs::create_directory_symlink(safe, open + "/link");
+  DiskCache through_link(open + "/link");
+  ASSERT_TRUE(through_link.enabled()) << through_link.why_disabled();
+  EXPECT_EQ(through_link.object_path(kKey).rfind(fs::canonical(safe).string() + "/", 0), 0u)
+      << through_link.object_path(kKey);
+  build_entry_in(through_link);
+  EXPECT_TRUE(fs::exists(fs::path(safe) / fs::path(through_link.object_path(kKey)).filename()));
+
+  // And the reverse: a link from a safe place into an unsafe one is judged
+  // where it leads.
+  fs::create_directory_symlink(inside, safe + "/to-open");
+  EXPECT_FALSE(DiskCache(safe + "/to-open").enabled());
+
+  if (geteuid() == 0) {  // root can hand a parent to another user
+    const std::string foreign = directory_ + "/foreign";
+    fs::create_directory(foreign);
+    fs::permissions(foreign, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                 fs::perms::others_read | fs::perms::others_exec);  // 0755
+    DiskCache before(foreign + "/cache");
+    EXPECT_TRUE(before.enabled()) << before.why_disabled();
+    ASSERT_EQ(chown(foreign.c_str(), 65534, 65534), 0);
+    DiskCache after(foreign + "/cache");
+    EXPECT_FALSE(after.enabled());
+    EXPECT_NE(after.why_disabled().find("which belongs to user 65534"), std::string::npos)
+        << after.why_disabled();
   }
 }
 
