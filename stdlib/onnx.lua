@@ -116,8 +116,10 @@ function onnx.from_table(decoded)
 end
 
 -- Loads an .onnx file.
-function onnx.load(path)
+function onnx.load(path, ...)
   if type(path) ~= "string" then error("onnx.load: expected a file path, got " .. type(path), 2) end
+  -- no options (PyTorch's load_external_data is not supported): refused, not dropped
+  if select("#", ...) > 0 then error("onnx.load: takes a path only, no options", 2) end
   local file, message = io.open(path, "rb")
   if not file then error("onnx.load: cannot open " .. message, 2) end
   local bytes = file:read("a")
@@ -198,6 +200,14 @@ function Model:__call(...)
     host[name] = not float_types[t:dtype()] or nil
   end
   if #given == 1 and type(given[1]) == "table" and not tensor.is_tensor(given[1]) then
+    local known = {}
+    for _, name in ipairs(self.input_names) do known[name] = true end
+    for name in next, given[1] do
+      if not known[name] then
+        error(string.format("onnx model: unknown input '%s' (inputs: %s)", tostring(name),
+          table.concat(self.input_names, ", ")), 2)
+      end
+    end
     for _, name in ipairs(self.input_names) do
       local t = given[1][name]
       if t == nil then error(string.format("onnx model: input '%s' is missing", name), 2) end

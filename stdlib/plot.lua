@@ -11,6 +11,7 @@
 -- Values may be Lua lists or 1-D tensors. NaN and infinite values are left
 -- out: the line breaks there. A run of one point is drawn as a dot.
 local native = require "stdlib.native"
+local options_check = require("lazylua.options").check
 local tensor = require "tensor"
 
 local plot = {}
@@ -117,8 +118,10 @@ end
 -- The SVG text of a line chart. series: a list of {name =, values =, x =}
 -- (x defaults to 1..#values). opts: title, x_label, y_label, width (720),
 -- height (420).
+local SVG_OPTIONS = {"title", "x_label", "y_label", "width", "height"}
+
 function plot.svg(series, opts)
-  opts = opts or {}
+  opts = options_check("plot.svg", opts, SVG_OPTIONS, 2)
   if type(series) ~= "table" then
     error("plot.svg: series must be a list of {name =, values =} tables", 2)
   end
@@ -244,6 +247,7 @@ end
 -- which writes no files (plot.svg gives the text to the host instead).
 if not native.sandbox then
   function plot.line_chart(path, series, opts)
+    options_check("plot.line_chart", opts, SVG_OPTIONS, 2)
     local text = plot.svg(series, opts)
     local file, message = io.open(path, "w")
     if not file then error("plot.line_chart: cannot write " .. message, 2) end
