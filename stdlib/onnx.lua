@@ -201,17 +201,17 @@ function Model:__call(...)
   end
   if #given == 1 and type(given[1]) == "table" and not tensor.is_tensor(given[1]) then
     local known = {}
-    for _, name in ipairs(self.input_names) do known[name] = true end
+    for _, name in ipairs(self.input_names) do
+      local t = given[1][name]
+      if t == nil then error(string.format("onnx model: input '%s' is missing", name), 2) end
+      values[name], known[name] = t, true
+    end
+    -- a misspelt name is an error, not an input silently dropped
     for name in next, given[1] do
       if not known[name] then
         error(string.format("onnx model: unknown input '%s' (inputs: %s)", tostring(name),
           table.concat(self.input_names, ", ")), 2)
       end
-    end
-    for _, name in ipairs(self.input_names) do
-      local t = given[1][name]
-      if t == nil then error(string.format("onnx model: input '%s' is missing", name), 2) end
-      values[name] = t
     end
   else
     if #given ~= #self.input_names then

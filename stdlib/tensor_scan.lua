@@ -78,7 +78,7 @@ function M.scan(fn, init, xs, options)
   local where = select(2, pcall(error, "", 4))
   local function raise(message) error(where .. message, 0) end
   if type(fn) ~= "function" then raise("scan: the body must be a function") end
-  local problem = options_problem("tensor.scan", options, {"reverse", "length", "recompute"})
+  local problem = options_problem("scan", options, {"reverse", "length", "recompute"})
   if problem then raise(problem) end
   options = options or {}
   local init_leaves, init_paths = {}, {}

@@ -242,7 +242,7 @@ h.test("the tensor factories and functions refuse an unknown option", function()
     {"pad", {"mode", "value"}, function(o) return tensor.ones(2):pad({1, 1}, o) end},
     {"conv2d", {"stride", "padding"}, function(o) return tensor.conv2d(x, x, o) end},
     {"max_pool2d", {"stride", "padding"}, function(o) return tensor.max_pool2d(x, {2, 2}, o) end},
-    {"tensor.scan", {"reverse", "length", "recompute"},
+    {"scan", {"reverse", "length", "recompute"},
       function(o) return tensor.scan(function(c) return c end, tensor.zeros(1), tensor.ones(2, 1), o) end},
   }
   for _, row in ipairs(rows) do refuses(row[1], row[2], row[3]) end
