@@ -159,6 +159,9 @@ void check_option_keys(lua_State* L, int arg, const char* function,
 }
 
 std::optional<DType> options_dtype(lua_State* L, int arg, const char* function) {
+  if (lua_isnoneornil(L, arg)) return std::nullopt;
+  // a dtype given bare (linspace(0, 1, 5, "f64")) is refused, not ignored
+  if (lua_type(L, arg) != LUA_TTABLE) type_error(L, arg, function, "options table");
   if (!is_options_table(L, arg)) return std::nullopt;
   check_option_keys(L, arg, function, {"dtype"});
   lua_getfield(L, arg, "dtype");

@@ -173,7 +173,8 @@ int eye(lua_State* L) {
   const int64_t rows = check_integer(L, 1, "eye");
   const int64_t cols = lua_isinteger(L, 2) || is_number(L, 2) ? check_integer(L, 2, "eye") : rows;
   const int options = lua_gettop(L);
-  std::optional<DType> dtype = options >= 2 ? options_dtype(L, options, "eye") : std::nullopt;
+  std::optional<DType> dtype =
+      options >= 2 && !is_number(L, options) ? options_dtype(L, options, "eye") : std::nullopt;
   if (rows < 0 || cols < 0) fail("eye: sizes must be non-negative, got {} and {}", rows, cols);
   return push(L, ops::eye(rows, cols, dtype.value_or(kDefaultFloat)));
 }

@@ -248,6 +248,16 @@ h.test("the tensor factories and functions refuse an unknown option", function()
   for _, row in ipairs(rows) do refuses(row[1], row[2], row[3]) end
 end)
 
+h.test("a bare dtype where the options table goes is refused, not ignored", function()
+  h.err(function() return tensor.linspace(0, 1, 3, "f64") end, "options table expected, got string")
+  h.err(function() return tensor.new({1, 2}, "f64") end, "options table expected, got string")
+  h.err(function() return tensor.eye(2, 3, "f64") end, "options table expected, got string")
+  h.err(function() return tensor.randperm(3, "i32") end, "options table expected, got string")
+  h.still_works()
+  h.eq(tensor.eye(2, 3):size(), {2, 3})
+  h.eq(tensor.linspace(0, 1, 3, {dtype = "f64"}):dtype(), "f64")
+end)
+
 h.test("randperm reads its dtype option", function()
   local p = tensor.randperm(5, {dtype = "i32"})
   h.eq(p:dtype(), "i32")
