@@ -337,6 +337,14 @@ local function no_arguments(name, count, level)
   if count > 0 then error("nn." .. name .. ": takes no arguments (no options either)", level + 1) end
 end
 
+-- Whether `inplace` can write into x: not when x records a gradient (the
+-- autograd refuses in-place writes there, docs/training.md), where the
+-- layer computes out of place, the same values (PyTorch's inplace is a
+-- memory saving; only the input is not overwritten).
+local function writable(x)
+  return not (x:requires_grad() and tensor.is_grad_enabled())
+end
+
 -- Stateless elementwise layers. ReLU({inplace = true}) writes the result
 -- into its input, as PyTorch's (the input tensor is modified).
 local ReLU = nn.class("ReLU")
@@ -346,7 +354,7 @@ function ReLU:init(options)
   self.inplace = options.inplace == true
 end
 function ReLU:forward(x)
-  if self.inplace then return x:relu_() end
+  if self.inplace and writable(x) then return x:relu_() end
   return x:relu()
 end
 function ReLU:extra_repr() return self.inplace and "inplace=true" or "" end
@@ -421,7 +429,7 @@ function Dropout:forward(x)
   if not self.training or self.p == 0 then return x end
   local keep = tensor.rand(x:size(), {dtype = x:dtype()}):ge(self.p)
   local scale = keep:to(x:dtype()) * (1 / (1 - self.p))
-  if self.inplace then return x:mul_(scale) end
+  if self.inplace and writable(x) then return x:mul_(scale) end
   return x * scale
 end
 

@@ -272,6 +272,24 @@ h.test("inplace activations modify their input, as PyTorch's", function()
   h.eq(nn.Dropout({inplace = true}).p, 0.5)
 end)
 
+h.test("inplace layers inside a training graph: the same values and gradients", function()
+  -- the input records a gradient, so the layer computes out of place
+  local function run(inplace)
+    local w = f64({{1, -2}, {0.5, 3}}):requires_grad(true)
+    local hidden = f64({{1, 1}, {-1, 2}}):matmul(w)
+    local y = nn.ReLU({inplace = inplace})(hidden)
+    y:sum():backward()
+    return y:tolist(), w:grad():tolist()
+  end
+  local y_plain, grad_plain = run(false)
+  local y_inplace, grad_inplace = run(true)
+  h.eq(y_inplace, y_plain)
+  h.eq(grad_inplace, grad_plain)
+  -- by hand: hidden = {{1.5, 1}, {0, 8}}, relu keeps the positives
+  h.eq(y_plain, {{1.5, 1}, {0, 8}})
+  h.eq(grad_plain, {{1, 0}, {1, 3}})
+end)
+
 h.test("GELU: approximate = 'tanh'", function()
   local values = {-3, -0.5, 0, 0.75, 2}
   local want = {}
