@@ -4,6 +4,7 @@
 -- BLAS; AvgPool2d is a mean over the windows (views of the input).
 local tensor = require "tensor"
 local options_check = require("lazylua.options").check
+local options_refuse_unsupported = require("lazylua.options").refuse_unsupported
 
 return function(nn)
   local function pair(value, what)
@@ -69,18 +70,10 @@ return function(nn)
   end
 
   -- Options PyTorch has that wait for other work: refused by name unless
-  -- they hold their default (dilation 1 or {1, 1}, say).
-  local function refuse_unsupported(name, options, key, default)
-    local value = options[key]
-    if value == nil then return end
-    local plain = value == default
-    if type(value) == "table" and type(default) == "number" then
-      plain = #value == 2 and value[1] == default and value[2] == default
-    end
-    if not plain then
-      local shown = type(value) == "table" and ("{" .. table.concat(value, ", ") .. "}") or tostring(value)
-      error(string.format("nn.%s: option '%s' = %s is not supported yet", name, key, shown), 4)
-    end
+  -- they hold their default (dilation 1 or {1, 1}, say). Called by init:
+  -- the user's call is 4 levels up.
+  local function refuse_unsupported(name, given, key, default)
+    options_refuse_unsupported("nn." .. name, given, key, default, 4)
   end
 
   local Conv2d = nn.class("Conv2d")

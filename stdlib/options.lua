@@ -55,14 +55,24 @@ function options.check(function_name, opts, known, level)
   return opts or {}
 end
 
--- An option that waits for other work: refused by name unless it has its
--- default value ("nn.Conv2d: option 'groups' = 4 is not supported yet").
+-- An option that waits for other work: refused by name unless it holds
+-- its default ("nn.Conv2d: option 'groups' = 4 is not supported yet"). A
+-- number's default also matches the pair {default, default} (dilation =
+-- {1, 1}). `level` as for check.
 function options.refuse_unsupported(function_name, opts, key, default, level)
   local value = opts[key]
-  if value ~= nil and value ~= default then
-    error(string.format("%s: option '%s' = %s is not supported yet", function_name, key, tostring(value)),
-      (level or 2) + 1)
+  if value == nil or value == default then return end
+  if type(value) == "table" and type(default) == "number" and #value == 2 and value[1] == default and
+      value[2] == default then
+    return
   end
+  local shown = tostring(value)
+  if type(value) == "table" then
+    local parts = {}
+    for i, part in ipairs(value) do parts[i] = tostring(part) end
+    shown = "{" .. table.concat(parts, ", ") .. "}"
+  end
+  error(string.format("%s: option '%s' = %s is not supported yet", function_name, key, shown), (level or 2) + 1)
 end
 
 return options

@@ -19,13 +19,18 @@ local dist = require "dist"
 local BOGUS = "bogus_option"
 
 -- f(options) must fail with "<name>: unknown option 'bogus_option'
--- (options: <known, sorted>)", and the interpreter must go on working.
+-- (options: <known, sorted>)" at the caller's line (onnx.export's errors
+-- name no line), and the interpreter must go on working.
 local function refuses(name, known, f)
   local sorted = {}
   for i, key in ipairs(known) do sorted[i] = key end
   table.sort(sorted)
-  local msg = h.err(function() f({[BOGUS] = 1}) end,
-    name .. ": unknown option '" .. BOGUS .. "' (options: " .. table.concat(sorted, ", ") .. ")")
+  local needle = name .. ": unknown option '" .. BOGUS .. "' (options: " .. table.concat(sorted, ", ") .. ")"
+  local msg = h.err(function() f({[BOGUS] = 1}) end, needle)
+  local location = msg:sub(1, msg:find(needle, 1, true) - 1)
+  if name ~= "onnx.export" and not location:match("^test_options%.lua:%d+: $") then
+    error("the message does not name a line of this file: " .. msg)
+  end
   h.still_works()
   return msg
 end
