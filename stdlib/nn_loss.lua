@@ -87,8 +87,9 @@ return function(nn)
   -- NLL of class-index targets, as PyTorch's nll_loss: per sample
   -- -weight[t] * logp[t] (0 where t == ignore_index), and for "mean" the sum
   -- divided by the sum of weight[t] over the targets not ignored. Returns
-  -- the reduced loss and, for label smoothing, the mask of the samples kept
-  -- (nil when none is ignored) and the divisor of "mean".
+  -- the loss per sample, the mask of the samples kept (nil when none is
+  -- ignored), the divisor of "mean" and the class weights (for label
+  -- smoothing).
   local function nll(name, self, logp, target)
     if logp:dim() ~= 2 then
       error(string.format("%s: expected input [N, C], got [%s]", name, table.concat(logp:size(), ", ")), 4)
@@ -115,16 +116,16 @@ return function(nn)
       per_sample_weight = weight:index_select(1, target)
       loss = loss * per_sample_weight
     end
-    local kept_float = kept and kept:to(logp:dtype())
-    if kept_float then
-      loss = loss * kept_float
-      per_sample_weight = per_sample_weight and per_sample_weight * kept_float or kept_float
+    if kept then
+      -- where, not a product: an ignored row's -inf (or NaN) stays out
+      loss = tensor.where(kept, loss, 0)
+      per_sample_weight = per_sample_weight and tensor.where(kept, per_sample_weight, 0) or kept:to(logp:dtype())
     end
     local divisor
     if self.reduction == "mean" then
       divisor = per_sample_weight and per_sample_weight:sum() or logp:size(1)
     end
-    return loss, kept_float, divisor, weight
+    return loss, kept, divisor, weight
   end
 
   local function reduced_nll(loss, reduction, divisor)
@@ -182,7 +183,7 @@ return function(nn)
       local loss, kept, divisor, weight = nll("CrossEntropyLoss", self, logp, target)
       if smoothing > 0 then
         local smooth = weight and -(logp * weight):sum(2) or -logp:sum(2)
-        if kept then smooth = smooth * kept end
+        if kept then smooth = tensor.where(kept, smooth, 0) end
         loss = loss * (1 - smoothing) + smooth * (smoothing / classes)
       end
       return reduced_nll(loss, self.reduction, divisor)

@@ -87,6 +87,10 @@ h.test("CrossEntropyLoss: hand-worked values", function()
   -- the ignored sample counts neither in the sum nor in the divisor
   h.near(nn.CrossEntropyLoss({weight = f64({1, 2, 3}), ignore_index = 3, reduction = "none"})(zeros, targets),
     {log3, 0}, TOL)
+  -- an ignored row may hold -inf: it stays out of the loss
+  local edge = f64({{-math.huge, 0, 0}, {1, 2, 3}})
+  local row2 = math.log(1 + math.exp(-1) + math.exp(-2))  -- -log p[3] of {1, 2, 3}
+  h.near(nn.CrossEntropyLoss({ignore_index = 1})(edge, tensor.new({1, 3})), row2, TOL)
   -- every target ignored: 0 / 0, NaN as in PyTorch
   local all = nn.CrossEntropyLoss({ignore_index = 2})(zeros, tensor.new({2, 2})):item()
   assert(all ~= all, "expected NaN, got " .. tostring(all))
