@@ -509,13 +509,13 @@ end
 -- Rows of the weight for 1-based i64 indices of any shape.
 function Embedding:forward(index)
   local shape = index:size()
-  local weight = self.weight
+  local flat = index:reshape(-1)
+  local rows = self.weight:index_select(1, flat)
   if self.padding_idx then
-    -- the padding row read through detach: no gradient reaches it
-    local is_padding = tensor.arange(1, self.count + 1):eq(self.padding_idx):reshape(self.count, 1)
-    weight = tensor.where(is_padding, weight:detach(), weight)
+    -- the padding row's copies read through detach: no gradient reaches it
+    local is_padding = flat:eq(self.padding_idx):reshape(-1, 1)
+    rows = tensor.where(is_padding, rows:detach(), rows)
   end
-  local rows = weight:index_select(1, index:reshape(-1))
   shape[#shape + 1] = self.dim
   return rows:reshape(shape)
 end

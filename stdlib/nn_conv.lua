@@ -152,6 +152,27 @@ return function(nn)
         error(string.format("nn.%s: ceil_mode must be a boolean, got %s", name, type(options.ceil_mode)), 3)
       end
       self.ceil_mode = options.ceil_mode == true
+      if self.ceil_mode and (2 * self.ph > self.kh or 2 * self.pw > self.kw) then
+        -- as tensor.max_pool2d checks (ceil_mode pads before calling it)
+        error(string.format("nn.%s: padding %dx%d must be at most half the kernel %dx%d", name, self.ph, self.pw,
+          self.kh, self.kw), 3)
+      end
+    end
+    -- The pooling of x padded by (ph, pw) on both sides.
+    local function pool_padded(self, x, ph, pw)
+      local dtype = x:dtype()
+      if name == "MaxPool2d" and (dtype == "f32" or dtype == "f64") then
+        return tensor.max_pool2d(x, {self.kh, self.kw}, {stride = {self.sh, self.sw}, padding = {ph, pw}})
+      end
+      local n, c, hgt, wid = table.unpack(x:size())
+      if self.kh == self.sh and self.kw == self.sw and ph == 0 and pw == 0 and
+          hgt % self.kh == 0 and wid % self.kw == 0 then
+        -- Windows that tile the input: a reshape, no copy.
+        local blocks = x:reshape(n, c, hgt // self.kh, self.kh, wid // self.kw, self.kw)
+        return reduce(reduce(blocks, 6), 4)
+      end
+      local list = windows(x, self.kh, self.kw, self.sh, self.sw, ph, pw, fill)
+      return reduce(tensor.stack(list, 1), 1):transpose(1, 2)
     end
     function class:forward(x)
       if x:dim() ~= 4 then
@@ -159,29 +180,13 @@ return function(nn)
           table.concat(x:size(), ", ")), 2)
       end
       if self.ceil_mode then
-        -- the windows past the end see -inf (MaxPool2d's implicit padding)
+        -- the windows past the end see -inf (MaxPool2d's implicit padding):
+        -- the input padded explicitly, then pooled without padding
         local eh = ceil_extra(x:size(3), self.kh, self.sh, self.ph)
         local ew = ceil_extra(x:size(4), self.kw, self.sw, self.pw)
-        if eh > 0 or ew > 0 then
-          x = pad2d(x, self.ph, self.pw, eh, ew, fill)
-          local plain = setmetatable({ph = 0, pw = 0, ceil_mode = false}, {__index = self})
-          return class.forward(plain, x)
-        end
+        if eh > 0 or ew > 0 then return pool_padded(self, pad2d(x, self.ph, self.pw, eh, ew, fill), 0, 0) end
       end
-      local dtype = x:dtype()
-      if name == "MaxPool2d" and (dtype == "f32" or dtype == "f64") then
-        return tensor.max_pool2d(x, {self.kh, self.kw},
-          {stride = {self.sh, self.sw}, padding = {self.ph, self.pw}})
-      end
-      local n, c, hgt, wid = table.unpack(x:size())
-      if self.kh == self.sh and self.kw == self.sw and self.ph == 0 and self.pw == 0 and
-          hgt % self.kh == 0 and wid % self.kw == 0 then
-        -- Windows that tile the input: a reshape, no copy.
-        local blocks = x:reshape(n, c, hgt // self.kh, self.kh, wid // self.kw, self.kw)
-        return reduce(reduce(blocks, 6), 4)
-      end
-      local list = windows(x, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, fill)
-      return reduce(tensor.stack(list, 1), 1):transpose(1, 2)
+      return pool_padded(self, x, self.ph, self.pw)
     end
     function class:extra_repr()
       return string.format("kernel=%dx%d, stride=%dx%d%s", self.kh, self.kw, self.sh, self.sw,

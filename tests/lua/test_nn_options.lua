@@ -68,13 +68,17 @@ h.test("CrossEntropyLoss: weight, ignore_index and label_smoothing, alone and to
     {ignore_index = 1, label_smoothing = 0.3}, {weight = WEIGHT, ignore_index = 3, label_smoothing = 0.25},
     {ignore_index = -100},  -- ignores nothing (and -100 is never read as a class)
   }
+  -- every loss recorded first, then one barrier: one graph (one compile)
+  local checks = {}
   for _, case in ipairs(cases) do
     local want = class_loss_reference(logp, TARGETS, case)
     for _, reduction in ipairs({"mean", "sum", "none"}) do
       local loss = nn.CrossEntropyLoss(options_with(case, reduction))(f64(LOGITS), tensor.new(TARGETS))
-      h.near(loss, want[reduction], TOL)
+      checks[#checks + 1] = {loss, want[reduction]}
     end
   end
+  tensor.mark_step()
+  for _, check in ipairs(checks) do h.near(check[1], check[2], TOL) end
 end)
 
 h.test("CrossEntropyLoss: hand-worked values", function()
@@ -128,12 +132,15 @@ end)
 
 h.test("NLLLoss: weight and ignore_index", function()
   local logp = log_softmax_rows(LOGITS)
+  local checks = {}
   for _, case in ipairs({{weight = WEIGHT}, {ignore_index = 1}, {weight = WEIGHT, ignore_index = 4}}) do
     local want = class_loss_reference(logp, TARGETS, case)
     for _, reduction in ipairs({"mean", "sum", "none"}) do
-      h.near(nn.NLLLoss(options_with(case, reduction))(f64(logp), tensor.new(TARGETS)), want[reduction], TOL)
+      checks[#checks + 1] = {nn.NLLLoss(options_with(case, reduction))(f64(logp), tensor.new(TARGETS)), want[reduction]}
     end
   end
+  tensor.mark_step()
+  for _, check in ipairs(checks) do h.near(check[1], check[2], TOL) end
 end)
 
 h.test("bad loss options are errors", function()
@@ -220,6 +227,9 @@ h.test("MaxPool2d: ceil_mode, PyTorch's output size", function()
   nn.MaxPool2d(3, {stride = 2, padding = 1, ceil_mode = true})(x):sum():backward()
   local grad = x:grad():tolist()[1][1]
   h.eq({grad[6][6], grad[2][6], grad[2][2], grad[1][1]}, {4, 2, 1, 0})
+  h.bad(function() nn.MaxPool2d(2, {padding = 2, ceil_mode = true}) end,
+    "nn.MaxPool2d: padding 2x2 must be at most half the kernel 2x2")
+  h.bad(function() nn.MaxPool2d(2, {ceil_mode = 1}) end, "ceil_mode must be a boolean")
 end)
 
 h.test("LayerNorm: bias = false and elementwise_affine = false", function()
