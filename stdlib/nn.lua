@@ -392,10 +392,13 @@ nn.Identity = Identity
 function Identity:forward(x) return x end
 
 local function optional_dim(value, what, level)
-  if value ~= nil and math.type(value) ~= "integer" then
-    error(string.format("%s must be an integer dim, got %s", what, type(value)), level + 1)
+  if value == nil then return nil end
+  local dim = type(value) == "number" and math.tointeger(value)
+  if not dim then
+    error(string.format("%s must be an integer dim, got %s", what,
+      type(value) == "number" and tostring(value) or type(value)), level + 1)
   end
-  return value
+  return dim
 end
 
 local Softmax = nn.class("Softmax")
