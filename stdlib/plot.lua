@@ -134,6 +134,7 @@ function plot.svg(series, opts)
   local prepared = {}
   for index, s in ipairs(series) do
     if type(s) ~= "table" then error(string.format("plot.svg: series[%d] must be a table", index), 2) end
+    options_check(string.format("plot.svg: series[%d]", index), s, {"name", "values", "x"}, 2)
     local values = as_list(s.values, "plot.svg", string.format("series[%d].values", index))
     local xs = s.x and as_list(s.x, "plot.svg", string.format("series[%d].x", index))
     if xs and #xs ~= #values then

@@ -197,6 +197,11 @@ walk("plot.", plot, {
     function(o) return plot.line_chart(os.tmpname() .. ".svg", series, o) end},
 }, {sparkline = true})  -- (values) only
 
+h.test("a plot series refuses an unknown key", function()
+  refuses("plot.svg: series[1]", {"name", "values", "x"},
+    function(o) o.values = {1, 2}; return plot.svg({o}) end)
+end)
+
 walk("dist.", dist, {
   average_gradients = {{"bucket_bytes"}, function(o) return dist.average_gradients(model():parameters(), o) end},
   DistributedDataParallel = {{"bucket_bytes"}, label = "nn.DistributedDataParallel",
