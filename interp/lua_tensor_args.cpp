@@ -1,10 +1,12 @@
 // lua_tensor_args.cpp - reading Lua arguments for tensor functions. Every
 // helper throws Error instead of raising a Lua error (see
 // lua_tensor_internal.h for why).
+#include <algorithm>
 #include <cmath>
-
 #include <cstring>
 #include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "interp/lua_tensor_internal.h"
 
@@ -124,6 +126,9 @@ Shape check_sizes(lua_State* L, int first, int last, const char* function, bool 
   return shape;
 }
 
+// The message format of every options check, stdlib/options.lua's too:
+// "conv2d: unknown option 'strde' (options: padding, stride)", the known
+// names sorted.
 void check_option_keys(lua_State* L, int arg, const char* function,
                        std::initializer_list<const char*> known) {
   arg = lua_absindex(L, arg);
@@ -134,8 +139,10 @@ void check_option_keys(lua_State* L, int arg, const char* function,
     bool found = false;
     for (const char* name : known) found = found || (key && std::strcmp(key, name) == 0);
     if (!found) {
+      std::vector<std::string> sorted(known.begin(), known.end());
+      std::sort(sorted.begin(), sorted.end());
       std::string names;
-      for (const char* name : known) names += std::string(names.empty() ? "" : ", ") + name;
+      for (const std::string& name : sorted) names += (names.empty() ? "" : ", ") + name;
       if (!key) {
         // {1, 3}: a list where named options go (a list of dims, say).
         const std::string type = luaL_typename(L, -1);
@@ -146,12 +153,15 @@ void check_option_keys(lua_State* L, int arg, const char* function,
       }
       const std::string shown = key;
       lua_pop(L, 1);
-      argument_error(arg, function, "unknown option '" + shown + "' (options: " + names + ")");
+      fail("{}: unknown option '{}' (options: {})", function, shown, names);
     }
   }
 }
 
 std::optional<DType> options_dtype(lua_State* L, int arg, const char* function) {
+  if (lua_isnoneornil(L, arg)) return std::nullopt;
+  // a dtype given bare (linspace(0, 1, 5, "f64")) is refused, not ignored
+  if (lua_type(L, arg) != LUA_TTABLE) type_error(L, arg, function, "options table");
   if (!is_options_table(L, arg)) return std::nullopt;
   check_option_keys(L, arg, function, {"dtype"});
   lua_getfield(L, arg, "dtype");

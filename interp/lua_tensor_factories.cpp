@@ -90,7 +90,15 @@ int randperm(lua_State* L) {
   check_no_random_in_scan_body(tensor_context(L), "randperm");
   const int64_t n = check_integer(L, 1, "randperm");
   if (n < 0) fail("randperm: n must be non-negative, got {}", n);
-  return push(L, ops::randperm(n));
+  // randperm(n [, {dtype = ...}]): an options table is read, never ignored
+  std::optional<DType> dtype;
+  if (!lua_isnoneornil(L, 2)) {
+    if (lua_type(L, 2) != LUA_TTABLE) type_error(L, 2, "randperm", "options table");
+    check_option_keys(L, 2, "randperm", {"dtype"});
+    dtype = options_dtype(L, 2, "randperm");
+  }
+  const Array order = ops::randperm(n);
+  return push(L, dtype ? ops::cast(order, *dtype) : order);
 }
 
 int manual_seed(lua_State* L) {
@@ -165,7 +173,8 @@ int eye(lua_State* L) {
   const int64_t rows = check_integer(L, 1, "eye");
   const int64_t cols = lua_isinteger(L, 2) || is_number(L, 2) ? check_integer(L, 2, "eye") : rows;
   const int options = lua_gettop(L);
-  std::optional<DType> dtype = options >= 2 ? options_dtype(L, options, "eye") : std::nullopt;
+  std::optional<DType> dtype =
+      options >= 2 && !is_number(L, options) ? options_dtype(L, options, "eye") : std::nullopt;
   if (rows < 0 || cols < 0) fail("eye: sizes must be non-negative, got {} and {}", rows, cols);
   return push(L, ops::eye(rows, cols, dtype.value_or(kDefaultFloat)));
 }

@@ -57,7 +57,8 @@ std::optional<int> optional_dim(lua_State* L, int arg, int rank, const char* fun
 // With `allow_inferred`, one extent may be -1 (reshape, view, expand).
 Shape check_sizes(lua_State* L, int first, int last, const char* function,
                   bool allow_inferred = false);
-// dtype from an options table at `arg` ({dtype = "f64"}) if there is one.
+// dtype from an options table at `arg` ({dtype = "f64"}) if there is one; a
+// value there that is not a table is an error.
 std::optional<DType> options_dtype(lua_State* L, int arg, const char* function);
 // Whether the value at `arg` is an options table rather than a size table.
 bool is_options_table(lua_State* L, int arg);

@@ -12,22 +12,16 @@
 --     end
 --   end
 local native = require "stdlib.native"
+local options_check = require("lazylua.options").check
 local progress = require "lazylua.progress"
 local tensor = require "tensor"
 
 local data = {}
 
+-- The callers' callers are the user's calls (level 3 from here).
 local function check_options(opts, function_name, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    error(string.format("%s: options must be a table, got %s", function_name, type(opts)), 3)
-  end
-  for key in pairs(opts) do
-    if not allowed[key] then
-      error(string.format("%s: unknown option '%s'", function_name, tostring(key)), 3)
-    end
-  end
-  return opts
+  local checked = options_check(function_name, opts, allowed, 3)
+  return checked
 end
 
 -- Calls a native reader. Its errors already name the user's line: native
@@ -158,6 +152,10 @@ function data.DataLoader(dataset, opts)
     progress = true, description = true, progress_options = true, shard = true,
   })
   local shard = check_shard(opts.shard)
+  if opts.progress_options ~= nil then
+    -- checked now, not at the first epoch's progress.new
+    options_check("data.DataLoader: progress_options", opts.progress_options, progress.option_names, 2)
+  end
   if tensor.is_tensor(dataset) then dataset = {dataset} end
   if type(dataset) ~= "table" or #dataset == 0 then
     error("data.DataLoader: expected a list of tensors (e.g. {images, labels})", 2)

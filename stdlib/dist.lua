@@ -14,6 +14,7 @@
 -- sync, on the plan's buffers. Without mpirun there is one rank (size 1),
 -- every collective is the identity, and MPI is never started.
 local native = require "stdlib.native"
+local options_check = require("lazylua.options").check
 local tensor = require "tensor"
 
 native.dist_initialize()
@@ -132,7 +133,7 @@ local default_bucket_bytes = 25 * 1024 * 1024  -- torch's DistributedDataParalle
 -- rank must have the same ones: a difference is an error naming both).
 function dist.average_gradients(params, opts)
   local list = tensor_list(params, "dist.average_gradients")
-  opts = opts or {}
+  opts = options_check("dist.average_gradients", opts, {"bucket_bytes"}, 2)
   local bucket_bytes = opts.bucket_bytes or default_bucket_bytes
   if math.type(bucket_bytes) ~= "integer" or bucket_bytes < 1 then
     error("dist.average_gradients: bucket_bytes must be a positive integer", 2)
@@ -227,15 +228,7 @@ function dist.DistributedDataParallel(model, opts)
   if type(model) ~= "table" or type(model.parameters) ~= "function" or type(model.forward) ~= "function" then
     error("nn.DistributedDataParallel: expected an nn module, got " .. type(model), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error("nn.DistributedDataParallel: options must be a table, got " .. type(opts), 2)
-  end
-  opts = opts or {}
-  for key in pairs(opts) do
-    if key ~= "bucket_bytes" then
-      error(string.format("nn.DistributedDataParallel: unknown option '%s'", tostring(key)), 2)
-    end
-  end
+  opts = options_check("nn.DistributedDataParallel", opts, {"bucket_bytes"}, 2)
   local bucket_bytes = opts.bucket_bytes
   if bucket_bytes ~= nil and (math.type(bucket_bytes) ~= "integer" or bucket_bytes < 1) then
     error("nn.DistributedDataParallel: bucket_bytes must be a positive integer", 2)

@@ -7,6 +7,7 @@
 --   local model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
 --   local loss = nn.CrossEntropyLoss()(model(x), y)   -- y: i64 classes, 1-based
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
 
 local nn = {}
 
@@ -221,18 +222,31 @@ end
 
 nn.init = {}
 
+-- An optional number argument of an init function (a table there is a
+-- PyTorch keyword argument that has no place here: an error, not ignored).
+local function optional_number(value, function_name, what)
+  if value ~= nil and type(value) ~= "number" then
+    error(string.format("nn.init.%s: %s must be a number, got %s", function_name, what, type(value)), 3)
+  end
+  return value
+end
+
 function nn.init.uniform_(t, low, high)
+  optional_number(low, "uniform_", "low")
+  optional_number(high, "uniform_", "high")
   tensor.no_grad(function() t:copy_(tensor.rand(t:size(), {dtype = t:dtype()}) * (high - low) + low) end)
   return t
 end
 
 function nn.init.normal_(t, mean, std)
-  mean, std = mean or 0, std or 1
+  mean = optional_number(mean, "normal_", "mean") or 0
+  std = optional_number(std, "normal_", "std") or 1
   tensor.no_grad(function() t:copy_(tensor.randn(t:size(), {dtype = t:dtype()}) * std + mean) end)
   return t
 end
 
 function nn.init.constant_(t, value)
+  optional_number(value, "constant_", "value")
   tensor.no_grad(function() t:fill_(value) end)
   return t
 end
@@ -249,18 +263,21 @@ local function fans(t)
 end
 
 function nn.init.xavier_uniform_(t, gain)
+  optional_number(gain, "xavier_uniform_", "gain")
   local fan_in, fan_out = fans(t)
   local bound = (gain or 1) * math.sqrt(6 / (fan_in + fan_out))
   return nn.init.uniform_(t, -bound, bound)
 end
 
 function nn.init.xavier_normal_(t, gain)
+  optional_number(gain, "xavier_normal_", "gain")
   local fan_in, fan_out = fans(t)
   return nn.init.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fan_in + fan_out)))
 end
 
 -- For ReLU layers (gain sqrt(2)); `a` is the negative slope of a leaky ReLU.
 function nn.init.kaiming_uniform_(t, a)
+  optional_number(a, "kaiming_uniform_", "a")
   local fan_in = fans(t)
   local gain = math.sqrt(2 / (1 + (a or 0) ^ 2))
   local bound = gain * math.sqrt(3 / fan_in)
@@ -268,6 +285,7 @@ function nn.init.kaiming_uniform_(t, a)
 end
 
 function nn.init.kaiming_normal_(t, a)
+  optional_number(a, "kaiming_normal_", "a")
   local fan_in = fans(t)
   return nn.init.normal_(t, 0, math.sqrt(2 / (1 + (a or 0) ^ 2)) / math.sqrt(fan_in))
 end
@@ -289,7 +307,10 @@ nn.Linear = Linear
 function Linear:init(in_features, out_features, options)
   check_integer(in_features, "Linear: in_features", 3)
   check_integer(out_features, "Linear: out_features", 3)
-  options = options or {}
+  options = options_check("nn.Linear", options, {"bias", "dtype"}, 3)
+  if options.bias ~= nil and type(options.bias) ~= "boolean" then
+    error("nn.Linear: bias must be a boolean, got " .. type(options.bias), 3)
+  end
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   local dtype = options.dtype or "f32"
@@ -310,69 +331,138 @@ function Linear:extra_repr()
   return string.format("%d -> %d%s", self.in_features, self.out_features, self.bias and "" or ", no bias")
 end
 
--- Stateless elementwise layers.
-local function activation(name, method)
+-- A constructor that takes no arguments (as PyTorch's Tanh()): anything
+-- given is an error, not ignored.
+local function no_arguments(name, count, level)
+  if count > 0 then error("nn." .. name .. ": takes no arguments (no options either)", level + 1) end
+end
+
+-- Whether `inplace` can write into x: not when x records a gradient (the
+-- autograd refuses in-place writes there, docs/training.md), where the
+-- layer computes out of place, the same values (PyTorch's inplace is a
+-- memory saving; only the input is not overwritten).
+local function writable(x)
+  return not (x:requires_grad() and tensor.is_grad_enabled())
+end
+
+-- Stateless elementwise layers. ReLU({inplace = true}) writes the result
+-- into its input, as PyTorch's (the input tensor is modified).
+local ReLU = nn.class("ReLU")
+nn.ReLU = ReLU
+function ReLU:init(options)
+  options = options_check("nn.ReLU", options, {"inplace"}, 3)
+  self.inplace = options.inplace == true
+end
+function ReLU:forward(x)
+  if self.inplace and writable(x) then return x:relu_() end
+  return x:relu()
+end
+function ReLU:extra_repr() return self.inplace and "inplace=true" or "" end
+
+-- GELU({approximate = "none" | "tanh"}): the exact erf form, or PyTorch's
+-- tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+local GELU = nn.class("GELU")
+nn.GELU = GELU
+function GELU:init(options)
+  options = options_check("nn.GELU", options, {"approximate"}, 3)
+  local approximate = options.approximate or "none"
+  if approximate ~= "none" and approximate ~= "tanh" then
+    error("nn.GELU: approximate must be 'none' or 'tanh', got " .. tostring(approximate), 3)
+  end
+  self.approximate = approximate
+end
+function GELU:forward(x)
+  if self.approximate == "none" then return x:gelu() end
+  local inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)
+  return x * 0.5 * (inner:tanh() + 1)
+end
+
+local function plain_activation(name, method)
   local class = nn.class(name)
+  function class:init(...) no_arguments(name, select("#", ...), 3) end
   class.forward = function(_, x) return x[method](x) end
   nn[name] = class
 end
-activation("ReLU", "relu")
-activation("GELU", "gelu")
-activation("Tanh", "tanh")
-activation("Sigmoid", "sigmoid")
+plain_activation("Tanh", "tanh")
+plain_activation("Sigmoid", "sigmoid")
 
+-- As PyTorch's Identity, any arguments are accepted and unused.
 local Identity = nn.class("Identity")
 nn.Identity = Identity
 function Identity:forward(x) return x end
 
+local function optional_dim(value, what, level)
+  if value == nil then return nil end
+  local dim = type(value) == "number" and math.tointeger(value)
+  if not dim then
+    error(string.format("%s must be an integer dim, got %s", what,
+      type(value) == "number" and tostring(value) or type(value)), level + 1)
+  end
+  return dim
+end
+
 local Softmax = nn.class("Softmax")
 nn.Softmax = Softmax
-function Softmax:init(dim) self.dim = dim or -1 end
+function Softmax:init(dim) self.dim = optional_dim(dim, "nn.Softmax: dim", 3) or -1 end
 function Softmax:forward(x) return x:softmax(self.dim) end
 
 local LogSoftmax = nn.class("LogSoftmax")
 nn.LogSoftmax = LogSoftmax
-function LogSoftmax:init(dim) self.dim = dim or -1 end
+function LogSoftmax:init(dim) self.dim = optional_dim(dim, "nn.LogSoftmax: dim", 3) or -1 end
 function LogSoftmax:forward(x) return x:log_softmax(self.dim) end
 
 local Dropout = nn.class("Dropout")
 nn.Dropout = Dropout
 
-function Dropout:init(p)
+-- nn.Dropout([p, ]{inplace = false}).
+function Dropout:init(p, options)
+  if type(p) == "table" and options == nil then p, options = nil, p end
+  options = options_check("nn.Dropout", options, {"inplace"}, 3)
   p = p or 0.5
   if type(p) ~= "number" or p < 0 or p >= 1 then
     error("Dropout: p must be in [0, 1), got " .. tostring(p), 3)
   end
   self.p = p
+  self.inplace = options.inplace == true
 end
 
 -- Inverted dropout: kept elements are scaled by 1/(1-p) in training, so
--- evaluation is the identity.
+-- evaluation is the identity. With inplace the input tensor holds the result.
 function Dropout:forward(x)
   if not self.training or self.p == 0 then return x end
   local keep = tensor.rand(x:size(), {dtype = x:dtype()}):ge(self.p)
-  return x * keep:to(x:dtype()) * (1 / (1 - self.p))
+  local scale = keep:to(x:dtype()) * (1 / (1 - self.p))
+  if self.inplace and writable(x) then return x:mul_(scale) end
+  return x * scale
 end
 
 function Dropout:extra_repr() return "p=" .. self.p end
 
 local Flatten = nn.class("Flatten")
 nn.Flatten = Flatten
-function Flatten:init(start_dim, end_dim) self.start_dim, self.end_dim = start_dim or 2, end_dim or -1 end
+function Flatten:init(start_dim, end_dim)
+  self.start_dim = optional_dim(start_dim, "nn.Flatten: start_dim", 3) or 2
+  self.end_dim = optional_dim(end_dim, "nn.Flatten: end_dim", 3) or -1
+end
 function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
 
 local LayerNorm = nn.class("LayerNorm")
 nn.LayerNorm = LayerNorm
 
 -- Normalizes over the last #shape dims: (x - mean) / sqrt(var + eps),
--- biased variance as in PyTorch, then weight * . + bias.
+-- biased variance as in PyTorch, then weight * . + bias (elementwise_affine;
+-- bias = false keeps the weight only, as PyTorch's).
 function LayerNorm:init(shape, options)
   if type(shape) == "number" then shape = {shape} end
-  options = options or {}
-  self.shape, self.eps = shape, options.eps or 1e-5
+  options = options_check("nn.LayerNorm", options, {"eps", "elementwise_affine", "bias"}, 3)
+  local eps = options.eps or 1e-5
+  if type(eps) ~= "number" or not (eps > 0) then
+    error("nn.LayerNorm: eps must be a number > 0, got " .. tostring(eps), 3)
+  end
+  self.shape, self.eps = shape, eps
   if options.elementwise_affine ~= false then
     self:register_parameter("weight", tensor.ones(shape))
-    self:register_parameter("bias", tensor.zeros(shape))
+    if options.bias ~= false then self:register_parameter("bias", tensor.zeros(shape)) end
   end
 end
 
@@ -390,29 +480,52 @@ function LayerNorm:forward(x)
   local var = centered * centered
   for d = rank, rank - n + 1, -1 do var = var:mean(d, true) end
   local y = centered * (var + self.eps):rsqrt()
-  if self.weight then y = y * self.weight + self.bias end
+  if self.weight then y = y * self.weight end
+  if self.bias then y = y + self.bias end
   return y
 end
 
 local Embedding = nn.class("Embedding")
 nn.Embedding = Embedding
 
-function Embedding:init(count, dim)
+-- nn.Embedding(count, dim, {padding_idx = i}): as PyTorch's, the row
+-- padding_idx (1-based; -1 is the last) starts at zero and gets no
+-- gradient, so training never changes it.
+function Embedding:init(count, dim, options)
   check_integer(count, "Embedding: num_embeddings", 3)
   check_integer(dim, "Embedding: embedding_dim", 3)
-  self.count, self.dim = count, dim
-  self:register_parameter("weight", nn.init.normal_(tensor.empty(count, dim), 0, 1))
+  options = options_check("nn.Embedding", options, {"padding_idx"}, 3)
+  local padding = options.padding_idx
+  if padding ~= nil then
+    if math.type(padding) ~= "integer" or padding == 0 or padding > count or padding < -count then
+      error(string.format("nn.Embedding: padding_idx must be an integer in 1..%d or -%d..-1, got %s", count,
+        count, tostring(padding)), 3)
+    end
+    if padding < 0 then padding = count + 1 + padding end
+  end
+  self.count, self.dim, self.padding_idx = count, dim, padding
+  local weight = nn.init.normal_(tensor.empty(count, dim), 0, 1)
+  if padding then tensor.no_grad(function() weight:select(1, padding):fill_(0) end) end
+  self:register_parameter("weight", weight)
 end
 
 -- Rows of the weight for 1-based i64 indices of any shape.
 function Embedding:forward(index)
   local shape = index:size()
-  local rows = self.weight:index_select(1, index:reshape(-1))
+  local flat = index:reshape(-1)
+  local rows = self.weight:index_select(1, flat)
+  if self.padding_idx then
+    -- the padding row's copies read through detach: no gradient reaches it
+    local is_padding = flat:eq(self.padding_idx):reshape(-1, 1)
+    rows = tensor.where(is_padding, rows:detach(), rows)
+  end
   shape[#shape + 1] = self.dim
   return rows:reshape(shape)
 end
 
-function Embedding:extra_repr() return self.count .. ", " .. self.dim end
+function Embedding:extra_repr()
+  return self.count .. ", " .. self.dim .. (self.padding_idx and ", padding_idx=" .. self.padding_idx or "")
+end
 
 local Sequential = nn.class("Sequential")
 nn.Sequential = Sequential

@@ -2,6 +2,7 @@
 -- nn.lua, with PyTorch's parameter names, shapes and equations. Heads are
 -- a batch dim of one batched matmul: [N, heads, L, head_dim].
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
 
 return function(nn)
   local function shape_text(t)
@@ -30,7 +31,7 @@ return function(nn)
       error(string.format("%s: embed_dim (%d) must be divisible by num_heads (%d)", name, embed_dim,
         num_heads), 3)
     end
-    options = nn._checked_options(name, options, {dropout = true, bias = true, batch_first = true}, 3)
+    options = options_check("nn." .. name, options, {dropout = true, bias = true, batch_first = true}, 3)
     self.dropout = options.dropout or 0
     check_dropout(name, self.dropout)
     self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
@@ -69,7 +70,7 @@ return function(nn)
           self.batch_first and "N, len" or "len, N", embed, shape_text(t)), 2)
       end
     end
-    options = nn._checked_options(name, options,
+    options = options_check("nn.MultiheadAttention:forward", options,
       {attn_mask = true, key_padding_mask = true, need_weights = true, average_attn_weights = true}, 2)
     if self.batch_first then
       query, key, value = query:transpose(1, 2), key:transpose(1, 2), value:transpose(1, 2)
@@ -134,7 +135,7 @@ return function(nn)
 
   function TransformerEncoderLayer:init(d_model, nhead, options)
     local name = "TransformerEncoderLayer"
-    options = nn._checked_options(name, options, {dim_feedforward = true, dropout = true, activation = true,
+    options = options_check("nn." .. name, options, {dim_feedforward = true, dropout = true, activation = true,
       batch_first = true, norm_first = true, layer_norm_eps = true}, 3)
     local feedforward, p = options.dim_feedforward or 2048, options.dropout or 0.1
     if math.type(feedforward) ~= "integer" or feedforward < 1 then
@@ -169,7 +170,7 @@ return function(nn)
   -- options: src_mask ([S, S] or [N*nhead, S, S]), src_key_padding_mask
   -- ([N, S]), as MultiheadAttention's attn_mask and key_padding_mask.
   function TransformerEncoderLayer:forward(src, options)
-    options = nn._checked_options("TransformerEncoderLayer", options,
+    options = options_check("nn.TransformerEncoderLayer:forward", options,
       {src_mask = true, src_key_padding_mask = true}, 2)
     local function attend(x)
       local out = self.self_attn(x, x, x, {attn_mask = options.src_mask,

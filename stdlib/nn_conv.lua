@@ -3,6 +3,8 @@
 -- kernels build a few samples' columns at a time and multiply them with
 -- BLAS; AvgPool2d is a mean over the windows (views of the input).
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
+local options_refuse_unsupported = require("lazylua.options").refuse_unsupported
 
 return function(nn)
   local function pair(value, what)
@@ -67,11 +69,22 @@ return function(nn)
     return list, oh, ow
   end
 
+  -- Options PyTorch has that wait for other work: refused by name unless
+  -- they hold their default (dilation 1 or {1, 1}, say). Called by init:
+  -- the user's call is 4 levels up.
+  local function refuse_unsupported(name, given, key, default)
+    options_refuse_unsupported("nn." .. name, given, key, default, 4)
+  end
+
   local Conv2d = nn.class("Conv2d")
   nn.Conv2d = Conv2d
 
   function Conv2d:init(in_channels, out_channels, kernel_size, options)
-    options = options or {}
+    options = options_check("nn.Conv2d", options,
+      {"stride", "padding", "bias", "groups", "dilation", "padding_mode"}, 3)
+    refuse_unsupported("Conv2d", options, "groups", 1)
+    refuse_unsupported("Conv2d", options, "dilation", 1)
+    refuse_unsupported("Conv2d", options, "padding_mode", "zeros")
     for what, value in pairs({in_channels = in_channels, out_channels = out_channels}) do
       if math.type(value) ~= "integer" or value < 1 then
         error("Conv2d: " .. what .. " must be a positive integer", 3)
@@ -109,43 +122,82 @@ return function(nn)
       self.out_channels, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw)
   end
 
-  -- Max or average over windows.
-  local function pool(name, reduce, fill)
+  -- The extra rows (or columns) ceil_mode adds after the input and its
+  -- padding, PyTorch's rule: the output size rounds up, but the last
+  -- window must start inside the input or the left padding.
+  local function ceil_extra(size, kernel, stride, padding)
+    local span = size + 2 * padding - kernel
+    if span < 0 then return 0 end
+    local out = (span + stride - 1) // stride + 1
+    if (out - 1) * stride >= size + padding then out = out - 1 end
+    return math.max((out - 1) * stride + kernel - (size + 2 * padding), 0)
+  end
+
+  -- Max or average over windows. `known`: the options of each, those
+  -- PyTorch has that wait for other work listed in `unsupported` (name ->
+  -- the default, the one value accepted).
+  local function pool(name, reduce, fill, known, unsupported)
     local class = nn.class(name)
     nn[name] = class
     function class:init(kernel_size, options)
-      options = options or {}
+      options = options_check("nn." .. name, options, known, 3)
+      for key, default in pairs(unsupported) do refuse_unsupported(name, options, key, default) end
       self.kh, self.kw = pair(kernel_size, name .. ": kernel_size")
       self.sh, self.sw = pair(options.stride or kernel_size, name .. ": stride")
       self.ph, self.pw = pair(options.padding or 0, name .. ": padding")
       if self.kh < 1 or self.kw < 1 or self.sh < 1 or self.sw < 1 then
         error(name .. ": kernel_size and stride must be positive", 3)
       end
+      if options.ceil_mode ~= nil and type(options.ceil_mode) ~= "boolean" then
+        error(string.format("nn.%s: ceil_mode must be a boolean, got %s", name, type(options.ceil_mode)), 3)
+      end
+      self.ceil_mode = options.ceil_mode == true
+      if self.ceil_mode and (2 * self.ph > self.kh or 2 * self.pw > self.kw) then
+        -- as tensor.max_pool2d checks (ceil_mode pads before calling it)
+        error(string.format("nn.%s: padding %dx%d must be at most half the kernel %dx%d", name, self.ph, self.pw,
+          self.kh, self.kw), 3)
+      end
+    end
+    -- The pooling of x padded by (ph, pw) on both sides.
+    local function pool_padded(self, x, ph, pw)
+      local dtype = x:dtype()
+      if name == "MaxPool2d" and (dtype == "f32" or dtype == "f64") then
+        return tensor.max_pool2d(x, {self.kh, self.kw}, {stride = {self.sh, self.sw}, padding = {ph, pw}})
+      end
+      local n, c, hgt, wid = table.unpack(x:size())
+      if self.kh == self.sh and self.kw == self.sw and ph == 0 and pw == 0 and
+          hgt % self.kh == 0 and wid % self.kw == 0 then
+        -- Windows that tile the input: a reshape, no copy.
+        local blocks = x:reshape(n, c, hgt // self.kh, self.kh, wid // self.kw, self.kw)
+        return reduce(reduce(blocks, 6), 4)
+      end
+      local list = windows(x, self.kh, self.kw, self.sh, self.sw, ph, pw, fill)
+      return reduce(tensor.stack(list, 1), 1):transpose(1, 2)
     end
     function class:forward(x)
       if x:dim() ~= 4 then
         error(string.format("%s: expected input [N, C, H, W], got [%s]", name,
           table.concat(x:size(), ", ")), 2)
       end
-      local dtype = x:dtype()
-      if name == "MaxPool2d" and (dtype == "f32" or dtype == "f64") then
-        return tensor.max_pool2d(x, {self.kh, self.kw},
-          {stride = {self.sh, self.sw}, padding = {self.ph, self.pw}})
+      if self.ceil_mode then
+        -- the windows past the end see -inf (MaxPool2d's implicit padding):
+        -- the input padded explicitly, then pooled without padding
+        local eh = ceil_extra(x:size(3), self.kh, self.sh, self.ph)
+        local ew = ceil_extra(x:size(4), self.kw, self.sw, self.pw)
+        if eh > 0 or ew > 0 then return pool_padded(self, pad2d(x, self.ph, self.pw, eh, ew, fill), 0, 0) end
       end
-      local n, c, hgt, wid = table.unpack(x:size())
-      if self.kh == self.sh and self.kw == self.sw and self.ph == 0 and self.pw == 0 and
-          hgt % self.kh == 0 and wid % self.kw == 0 then
-        -- Windows that tile the input: a reshape, no copy.
-        local blocks = x:reshape(n, c, hgt // self.kh, self.kh, wid // self.kw, self.kw)
-        return reduce(reduce(blocks, 6), 4)
-      end
-      local list = windows(x, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw, fill)
-      return reduce(tensor.stack(list, 1), 1):transpose(1, 2)
+      return pool_padded(self, x, self.ph, self.pw)
     end
     function class:extra_repr()
-      return string.format("kernel=%dx%d, stride=%dx%d", self.kh, self.kw, self.sh, self.sw)
+      return string.format("kernel=%dx%d, stride=%dx%d%s", self.kh, self.kw, self.sh, self.sw,
+        self.ceil_mode and ", ceil_mode=true" or "")
     end
   end
-  pool("MaxPool2d", function(t, dim) return (t:max(dim)) end, -math.huge)
-  pool("AvgPool2d", function(t, dim) return t:mean(dim) end, 0)
+  pool("MaxPool2d", function(t, dim) return (t:max(dim)) end, -math.huge,
+    {"stride", "padding", "ceil_mode", "dilation", "return_indices"}, {dilation = 1, return_indices = false})
+  -- AvgPool2d's ceil_mode divides its last windows by a clipped count in
+  -- PyTorch: refused until then, as count_include_pad = false.
+  pool("AvgPool2d", function(t, dim) return t:mean(dim) end, 0,
+    {"stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"},
+    {ceil_mode = false, count_include_pad = true, divisor_override = false})
 end

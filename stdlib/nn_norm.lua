@@ -3,25 +3,9 @@
 -- are buffers updated in place inside no_grad, so in lazy mode the update
 -- is recorded with the step's graph and costs no sync.
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
 
 return function(nn)
-  -- options must be a table (or nil) holding only the given keys.
-  local function checked_options(name, options, allowed, level)
-    options = options or {}
-    if type(options) ~= "table" then error(name .. ": options must be a table", level + 1) end
-    for key in pairs(options) do
-      if allowed[key] == nil then
-        local names = {}
-        for k in pairs(allowed) do names[#names + 1] = k end
-        table.sort(names)
-        error(string.format("%s: unknown option '%s' (options: %s)", name, tostring(key),
-          table.concat(names, ", ")), level + 1)
-      end
-    end
-    return options
-  end
-  nn._checked_options = checked_options
-
   local function batch_norm(name, ranks, layout)
     local class = nn.class(name)
     nn[name] = class
@@ -32,7 +16,7 @@ return function(nn)
         error(string.format("%s: num_features must be a positive integer, got %s", name,
           tostring(num_features)), 3)
       end
-      options = checked_options(name, options, allowed, 3)
+      options = options_check("nn." .. name, options, allowed, 3)
       local eps, momentum = options.eps or 1e-5, options.momentum or 0.1
       if type(eps) ~= "number" or eps <= 0 then
         error(name .. ": eps must be a number > 0, got " .. tostring(eps), 3)

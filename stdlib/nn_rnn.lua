@@ -3,6 +3,7 @@
 -- one matmul; the recurrence is a tensor.scan over time, so the graph (and
 -- the compiled code) holds one step whatever the sequence length.
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
 
 return function(nn)
   local function shape_text(t) return "[" .. table.concat(t:size(), ", ") .. "]" end
@@ -20,7 +21,7 @@ return function(nn)
           error(string.format("%s: %s must be a positive integer, got %s", kind, what, tostring(value)), 3)
         end
       end
-      options = nn._checked_options(kind, options, allowed, 3)
+      options = options_check("nn." .. kind, options, allowed, 3)
       local layers = options.num_layers or 1
       if math.type(layers) ~= "integer" or layers < 1 then
         error(string.format("%s: num_layers must be a positive integer, got %s", kind, tostring(layers)), 3)

@@ -156,8 +156,10 @@ if native.read_file then
   local max_file_bytes = (1 << 31) - 1
 
   -- Loads an .onnx file.
-  function onnx.load(path)
+  function onnx.load(path, ...)
     if type(path) ~= "string" then error("onnx.load: expected a file path, got " .. type(path), 2) end
+    -- no options (PyTorch's load_external_data is not supported): refused, not dropped
+    if select("#", ...) > 0 then error("onnx.load: takes a path only, no options", 2) end
     return onnx.from_table(native.onnx_decode_model(native.read_file(path, "onnx.load", max_file_bytes)))
   end
 
@@ -266,10 +268,18 @@ function Model:__call(...)
     host[name] = not float_types[t:dtype()] or nil
   end
   if #given == 1 and type(given[1]) == "table" and not tensor.is_tensor(given[1]) then
+    local known = {}
     for _, name in ipairs(self.input_names) do
       local t = given[1][name]
       if t == nil then error(string.format("onnx model: input '%s' is missing", name), 2) end
-      values[name] = t
+      values[name], known[name] = t, true
+    end
+    -- a misspelt name is an error, not an input silently dropped
+    for name in next, given[1] do
+      if not known[name] then
+        error(string.format("onnx model: unknown input '%s' (inputs: %s)", tostring(name),
+          table.concat(self.input_names, ", ")), 2)
+      end
     end
   else
     if #given ~= #self.input_names then

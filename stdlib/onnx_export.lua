@@ -10,6 +10,7 @@
 -- Lua numbers become initializers too. Each node's doc_string is the Lua
 -- line that recorded it ("train.lua:12").
 local native = require "stdlib.native"
+local options_problem = require("lazylua.options").problem
 local tensor = require "tensor"
 
 local M = {}
@@ -482,13 +483,9 @@ local function training_flags(module, list)
 end
 
 function M.export(fn_or_module, example_inputs, path, opts)
+  local problem = options_problem("onnx.export", opts, {"dynamic_batch", "doc_string", "graph_name", "opset"})
+  if problem then error(problem, 0) end
   opts = opts or {}
-  if type(opts) ~= "table" then export_error("opts must be a table, got %s", type(opts)) end
-  for key in pairs(opts) do
-    if key ~= "dynamic_batch" and key ~= "doc_string" and key ~= "graph_name" and key ~= "opset" then
-      export_error("unknown option '%s' (known: dynamic_batch, opset, doc_string, graph_name)", tostring(key))
-    end
-  end
   local opset = opts.opset or MAX_OPSET
   if math.type(opset) ~= "integer" or opset < MIN_OPSET or opset > MAX_OPSET then
     export_error("opts.opset must be an integer from %d to %d, got %s", MIN_OPSET, MAX_OPSET, tostring(opset))

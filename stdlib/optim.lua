@@ -7,6 +7,7 @@
 -- every step never recompiles. opt:state_dict() and opt:load_state_dict()
 -- save and restore everything a resumed run needs, to the bit.
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
 
 local optim = {}
 
@@ -61,10 +62,7 @@ local function optimizer_class(name, defaults, update, state_keys, required)
   optim[name] = setmetatable(class, {
     __index = Optimizer,
     __call = function(cls, params, options)
-      options = options or {}
-      if type(options) ~= "table" then
-        error(string.format("%s: options must be a table, got %s", name, describe(options)), 2)
-      end
+      options = options_check("optim." .. name, options, defaults, 2)
       local self = setmetatable({params = check_params(params, name), state = {}, step_count = 0,
         name = name}, cls)
       for key, default in pairs(defaults) do
@@ -73,9 +71,6 @@ local function optimizer_class(name, defaults, update, state_keys, required)
         else
           self[key] = number_option(options, key, default, name, 0)
         end
-      end
-      for key in pairs(options) do
-        if defaults[key] == nil then error(name .. ": unknown option '" .. tostring(key) .. "'", 2) end
       end
       return self
     end,

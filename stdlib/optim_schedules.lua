@@ -5,6 +5,7 @@
 -- numbers and strings that tensor.save keeps; load_state_dict() restores
 -- it and the optimizer's current lr.
 local tensor = require "tensor"
+local options_check = require("lazylua.options").check
 
 return function(optim)
   local describe = optim._describe
@@ -105,15 +106,10 @@ return function(optim)
     return value
   end
 
+  -- Called by init(self, ...) inside the constructor: the user's call is 4 levels up.
   local function options_table(options, name, allowed)
-    if options == nil then return {} end
-    if type(options) ~= "table" then
-      error(string.format("%s: options must be a table, got %s", name, describe(options)), 4)
-    end
-    for key in pairs(options) do
-      if not allowed[key] then error(string.format("%s: unknown option '%s'", name, tostring(key)), 4) end
-    end
-    return options
+    local checked = options_check("optim." .. name, options, allowed, 4)
+    return checked
   end
 
   -- lr * gamma^floor(epoch / step_size)
@@ -191,15 +187,9 @@ return function(optim)
   function optim.ReduceLROnPlateau(optimizer, options)
     local name = "ReduceLROnPlateau"
     check_optimizer(optimizer, name)
-    if options ~= nil and type(options) ~= "table" then
-      error(string.format("%s: options must be a table, got %s", name, describe(options)), 2)
-    end
-    options = options or {}
     local defaults = {mode = "min", factor = 0.1, patience = 10, threshold = 1e-4, threshold_mode = "rel",
       cooldown = 0, min_lr = 0, eps = 1e-8}
-    for key in pairs(options) do
-      if defaults[key] == nil then error(string.format("%s: unknown option '%s'", name, tostring(key)), 2) end
-    end
+    options = options_check("optim." .. name, options, defaults, 2)
     local self = setmetatable({optimizer = optimizer, epoch = 0, name = name}, Plateau)
     for key, default in pairs(defaults) do
       local value = options[key]

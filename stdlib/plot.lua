@@ -11,6 +11,7 @@
 -- Values may be Lua lists or 1-D tensors. NaN and infinite values are left
 -- out: the line breaks there. A run of one point is drawn as a dot.
 local native = require "stdlib.native"
+local options_check = require("lazylua.options").check
 local tensor = require "tensor"
 
 local plot = {}
@@ -117,8 +118,10 @@ end
 -- The SVG text of a line chart. series: a list of {name =, values =, x =}
 -- (x defaults to 1..#values). opts: title, x_label, y_label, width (720),
 -- height (420).
+local SVG_OPTIONS = {"title", "x_label", "y_label", "width", "height"}
+
 function plot.svg(series, opts)
-  opts = opts or {}
+  opts = options_check("plot.svg", opts, SVG_OPTIONS, 2)
   if type(series) ~= "table" then
     error("plot.svg: series must be a list of {name =, values =} tables", 2)
   end
@@ -131,6 +134,7 @@ function plot.svg(series, opts)
   local prepared = {}
   for index, s in ipairs(series) do
     if type(s) ~= "table" then error(string.format("plot.svg: series[%d] must be a table", index), 2) end
+    options_check(string.format("plot.svg: series[%d]", index), s, {"name", "values", "x"}, 2)
     local values = as_list(s.values, "plot.svg", string.format("series[%d].values", index))
     local xs = s.x and as_list(s.x, "plot.svg", string.format("series[%d].x", index))
     if xs and #xs ~= #values then
@@ -249,6 +253,7 @@ if native.write_file then
     if type(path) ~= "string" then
       error("plot.line_chart: expected a file path, got " .. type(path), 2)
     end
+    options_check("plot.line_chart", opts, SVG_OPTIONS, 2)
     native.write_file(path, plot.svg(series, opts), "plot.line_chart")
   end
 end

@@ -15,6 +15,7 @@
 --   epoch 1: 47/469 (10%), 62.1 it/s, elapsed 00:01, eta 00:07, loss=0.352
 -- LAZYLUA_PROGRESS=0 in the environment, or {enabled = false}, turns it off.
 local native = require "stdlib.native"
+local options_check = require("lazylua.options").check
 local tensor = require "tensor"
 
 local progress = {}
@@ -64,8 +65,10 @@ end
 -- stream (anything with :write; default io.stdout), width (columns),
 -- refresh (seconds between terminal redraws, 0.1), every (fraction of the
 -- total between plain lines, 0.1), clock (a function giving seconds).
+progress.option_names = {"description", "enabled", "terminal", "stream", "width", "refresh", "every", "clock"}
+
 function progress.new(total, opts)
-  opts = opts or {}
+  opts = options_check("progress.new", opts, progress.option_names, 2)
   if total ~= nil and (math.type(total) ~= "integer" or total < 0) then
     error("progress.new: total must be a non-negative integer or nil", 2)
   end

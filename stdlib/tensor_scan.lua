@@ -8,6 +8,7 @@
 -- options: reverse (iterate from the last slice), length (when there are
 -- no xs), recompute (backward recomputes the carries instead of saving one
 -- per iteration: less memory, one more forward pass).
+local options_problem = require("lazylua.options").problem
 local tensor = require "tensor"
 
 local M = {}
@@ -77,13 +78,9 @@ function M.scan(fn, init, xs, options)
   local where = select(2, pcall(error, "", 4))
   local function raise(message) error(where .. message, 0) end
   if type(fn) ~= "function" then raise("scan: the body must be a function") end
+  local problem = options_problem("scan", options, {"reverse", "length", "recompute"})
+  if problem then raise(problem) end
   options = options or {}
-  if type(options) ~= "table" then raise("scan: options must be a table") end
-  for key in pairs(options) do
-    if key ~= "reverse" and key ~= "length" and key ~= "recompute" then
-      raise("scan: unknown option '" .. tostring(key) .. "' (options: reverse, length, recompute)")
-    end
-  end
   local init_leaves, init_paths = {}, {}
   local init_spec = flatten(init, "init", init_leaves, init_paths, raise)
   local x_leaves, x_paths, x_spec = {}, {}, nil
