@@ -18,6 +18,18 @@ local function hostile(contents)
   })
 end
 
+-- Deep equality of plain values (strings, numbers, booleans, nested tables).
+local function same(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do
+    if not same(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
 -- f(make) is called with make = a plain copy and with make = hostile: both
 -- results (values or error messages) must be equal, and no "boom".
 local function same_either_way(name, f)
@@ -32,7 +44,8 @@ local function same_either_way(name, f)
     assert(ok_plain == ok_hostile, string.format("%s: plain %s (%s), hostile %s (%s)", name,
       tostring(ok_plain), tostring(plain_result), tostring(ok_hostile), tostring(hostile_result)))
     if ok_plain then
-      h.eq(hostile_result, plain_result)
+      assert(same(hostile_result, plain_result),
+             string.format("%s: %s vs %s", name, h.show(hostile_result), h.show(plain_result)))
     else
       -- The same error, apart from the position prefix.
       assert(hostile_result:gsub("^[^:]*:%d+: ", "") == plain_result:gsub("^[^:]*:%d+: ", ""),
@@ -93,8 +106,7 @@ same_either_way("tensor.graph list", function(make)
   return #tensor.graph(make({t23 + 1})).nodes
 end)
 same_either_way("rng state", function(make)
-  local state = tensor.get_rng_state()
-  tensor.set_rng_state(make({seed = state.seed, position = state.position}))
+  tensor.set_rng_state(make({seed = 42, position = 7}))
   return tensor.rand(3):tolist()
 end)
 same_either_way("rng state missing a field", function(make)
@@ -173,8 +185,12 @@ h.test("no leak over many encodes of a hostile graph", function()
   for _ = 1, 60 do assert(#native.onnx_encode_model(model) > 4000000) end
   collectgarbage() collectgarbage()
   local grown_mb = (resident_kb() - before) / 1024
-  -- A leak would keep 60 x 4 MB.
-  assert(grown_mb < 60, string.format("resident memory grew by %.0f MB over 60 encodes", grown_mb))
+  -- A leak would keep 60 x 4 MB. Under AddressSanitizer (CI's sanitizer
+  -- stage) freed memory waits in its quarantine, so resident memory says
+  -- nothing there: its leak check at exit does the job instead.
+  if not os.getenv("ASAN_OPTIONS") then
+    assert(grown_mb < 60, string.format("resident memory grew by %.0f MB over 60 encodes", grown_mb))
+  end
 end)
 
 -- ---- ONNX decoding: nesting (S9) and int32_data ranges (S4) ----

@@ -109,7 +109,13 @@ TEST_F(EmbedUnwindTest, BigResultsUnderMemoryLimitLeakNothing) {
   const double growth = resident_mib() - before;
   // Each leaking round would keep tens of MiB (the ModelProto and its
   // bytes, the tolist array, the decoded checkpoint).
+#ifndef __SANITIZE_ADDRESS__
+  // (Under AddressSanitizer freed memory waits in its quarantine: its leak
+  // check at exit does this job there.)
   EXPECT_LT(growth, 40.0) << "resident memory grew by " << growth << " MiB over 6 rounds";
+#else
+  (void)growth;
+#endif
 
   // The budget got every byte back: 36 MiB still fit under the 48 MiB limit.
   EXPECT_EQ(lazylua_run_string(lua_,
