@@ -163,8 +163,9 @@ int reset_metrics(lua_State* L) {
 // graphs, oldest first, each a table (tensor/diagnostics.h).
 int explain(lua_State* L) {
   const auto& explanations = tensor_context(L)->diagnostics.explanations();
-  const int64_t wanted = optional_integer(L, 1, "tensor.explain")
-                             .value_or(static_cast<int64_t>(explanations.size()));
+  if (!lua_isnoneornil(L, 1) && !is_number(L, 1)) type_error(L, 1, "explain", "number");
+  const int64_t wanted =
+      optional_integer(L, 1, "explain").value_or(static_cast<int64_t>(explanations.size()));
   if (wanted < 0) fail("tensor.explain: n must be >= 0, got {}", wanted);
   const size_t count = std::min(explanations.size(), static_cast<size_t>(wanted));
   lua_safe::create_table(L, static_cast<int>(count), 0);
