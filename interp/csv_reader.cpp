@@ -247,7 +247,8 @@ int read_csv(lua_State* L) {
     fail("{}: the delimiter cannot be a quote or a line break", kFunction);
   }
   const bool has_header = lua_toboolean(L, 3);
-  if (!lua_isnoneornil(L, 4) && lua_type(L, 4) != LUA_TSTRING) type_error(L, 4, kFunction, "dtype name");
+  if (!lua_isnoneornil(L, 4) && lua_type(L, 4) != LUA_TSTRING)
+    type_error(L, 4, kFunction, "dtype name");
   const DType dtype = lua_isnoneornil(L, 4) ? DType::f32 : parse_dtype(lua_tostring(L, 4));
   const bool auto_text = lua_type(L, 5) == LUA_TBOOLEAN && lua_toboolean(L, 5);
   if (!lua_isnoneornil(L, 5) && lua_type(L, 5) != LUA_TTABLE && lua_type(L, 5) != LUA_TBOOLEAN) {

@@ -25,7 +25,6 @@ int push_string_body(lua_State* L) {
   return 1;
 }
 
-
 // (array slots, record slots) -> table.
 int create_table_body(lua_State* L) {
   lua_createtable(L, static_cast<int>(lua_tointeger(L, 1)), static_cast<int>(lua_tointeger(L, 2)));

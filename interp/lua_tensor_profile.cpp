@@ -92,7 +92,8 @@ int profile_report(lua_State* L) {
     fail("tensor.profile_report: rows must be >= 1, got {}", rows);
   }
   if (last_events().empty()) {
-    lua_safe::push_string(L, "no profile yet: run code under tensor.profile(fn) or LAZYLUA_PROFILE\n");
+    lua_safe::push_string(L,
+                          "no profile yet: run code under tensor.profile(fn) or LAZYLUA_PROFILE\n");
     return 1;
   }
   const std::string text = profiler::kernel_table(last_events(), static_cast<int>(rows));

@@ -351,10 +351,11 @@ class EncoderCharge {
   void add(int64_t bytes, const char* what) {
     if (!budget_) return;
     if (!budget_->try_charge(bytes)) {
-      fail("onnx: not enough memory to encode the model ({} takes {:.1f} MiB more, past the "
-           "interpreter's memory limit of {:.1f} MiB)",
-           what, static_cast<double>(bytes) / (1 << 20),
-           static_cast<double>(budget_->limit()) / (1 << 20));
+      fail(
+          "onnx: not enough memory to encode the model ({} takes {:.1f} MiB more, past the "
+          "interpreter's memory limit of {:.1f} MiB)",
+          what, static_cast<double>(bytes) / (1 << 20),
+          static_cast<double>(budget_->limit()) / (1 << 20));
     }
     charged_ += bytes;
   }
@@ -588,9 +589,10 @@ int decode_model(lua_State* L) {
                                                  static_cast<int>(bytes.size()));
     input.SetRecursionLimit(kParseRecursionLimit);
     if (!model.ParseFromCodedStream(&input) || !input.ConsumedEntireMessage()) {
-      fail("onnx.load: not an ONNX model (the bytes do not parse as a ModelProto, or its "
-           "messages are nested too deeply: more than {} subgraph levels)",
-           kMaxGraphDepth);
+      fail(
+          "onnx.load: not an ONNX model (the bytes do not parse as a ModelProto, or its "
+          "messages are nested too deeply: more than {} subgraph levels)",
+          kMaxGraphDepth);
     }
   }
   if (!model.has_graph()) fail("onnx.load: the model has no graph");
@@ -841,8 +843,9 @@ void encode_graph(lua_State* L, int index, proto::GraphProto* graph, int depth,
   graph->set_name(field_string(L, index, "name"));
   const std::string doc = field_string(L, index, "doc_string");
   if (!doc.empty()) graph->set_doc_string(doc);
-  for_each_in(L, index, "nodes",
-              [&](lua_Integer) { encode_node(L, lua_gettop(L), graph->add_node(), depth, charge); });
+  for_each_in(L, index, "nodes", [&](lua_Integer) {
+    encode_node(L, lua_gettop(L), graph->add_node(), depth, charge);
+  });
   for_each_in(L, index, "initializers", [&](lua_Integer) {
     const int entry = lua_gettop(L);
     const std::string name = field_string(L, entry, "name");

@@ -99,8 +99,7 @@ TEST_F(EmbedUnwindTest, BigResultsUnderMemoryLimitLeakNothing) {
   lazylua_options_init(&options);
   options.memory_limit = size_t{48} << 20;
   ASSERT_EQ(lazylua_open(&options, &lua_), LAZYLUA_OK);
-  ASSERT_EQ(lazylua_run_string(lua_, kSetup, "=setup"), LAZYLUA_OK)
-      << lazylua_error_message(lua_);
+  ASSERT_EQ(lazylua_run_string(lua_, kSetup, "=setup"), LAZYLUA_OK) << lazylua_error_message(lua_);
 
   // Warm up (allocator caches, code paths), then measure.
   for (int i = 0; i < 2; i++) round();
