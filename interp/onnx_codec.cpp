@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/npy_format.h"
 #include "interp/stdlib_native.h"
 #include "onnx/onnx.pb.h"
-
-#include <google/protobuf/io/coded_stream.h>
 #include "tensor/checked.h"
 #include "tensor/memory_budget.h"
 
