@@ -367,7 +367,7 @@ int read_csv(lua_State* L) {
   });
   push_tensor(L, std::move(out));
   if (has_header) {
-    lua_safe::create_table(L, static_cast<int>(names.size()), 0);
+    lua_safe::create_table(L, static_cast<int64_t>(names.size()), 0);
     for (size_t i = 0; i < names.size(); i++) {
       lua_safe::push_string(L, names[i]);
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
@@ -378,7 +378,7 @@ int read_csv(lua_State* L) {
   lua_safe::create_table(L, 0, 0);
   for (size_t c = 0; c < is_text.size(); c++) {
     if (!is_text[c]) continue;
-    lua_safe::create_table(L, static_cast<int>(categories[c].size()), 0);
+    lua_safe::create_table(L, static_cast<int64_t>(categories[c].size()), 0);
     for (size_t i = 0; i < categories[c].size(); i++) {
       lua_safe::push_string(L, categories[c][i]);
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));

@@ -4,6 +4,7 @@
 // which holds a C++ object, and comes back here as a status to throw.
 #include "interp/lua_safe.h"
 
+#include <climits>
 #include <new>
 
 namespace lazylua::lua_safe {
@@ -111,10 +112,15 @@ void push_string(lua_State* L, std::string_view text) {
   call(L, push_string_body, 2, 1);
 }
 
-void create_table(lua_State* L, int array_slots, int record_slots) {
+void create_table(lua_State* L, int64_t array_slots, int64_t record_slots) {
+  // A silently smaller table would make the caller's lua_rawseti grow it,
+  // which allocates outside the protection.
+  if (array_slots < 0 || array_slots > INT_MAX || record_slots < 0 || record_slots > INT_MAX) {
+    throw LuaError("table overflow: a table of more than 2^31 - 1 entries");
+  }
   ensure_stack(L, 3, "create_table");
-  lua_pushinteger(L, array_slots < 0 ? 0 : array_slots);
-  lua_pushinteger(L, record_slots < 0 ? 0 : record_slots);
+  lua_pushinteger(L, array_slots);
+  lua_pushinteger(L, record_slots);
   call(L, create_table_body, 2, 1);
 }
 

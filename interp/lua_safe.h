@@ -32,6 +32,7 @@
 #include <lua.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -61,8 +62,8 @@ int read_index(lua_State* L, int table, lua_Integer i);
 
 // Pushes a copy of the bytes as a Lua string.
 void push_string(lua_State* L, std::string_view text);
-// lua_createtable.
-void create_table(lua_State* L, int array_slots, int record_slots);
+// lua_createtable; more than INT_MAX slots is an error, not a wrap.
+void create_table(lua_State* L, int64_t array_slots, int64_t record_slots);
 // lua_newuserdatauv with no user values; the memory is uninitialised.
 void* new_userdata(lua_State* L, size_t size);
 // t[key] = v, raw, for the table at `table` and the value on the stack

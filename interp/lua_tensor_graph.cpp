@@ -118,13 +118,13 @@ int graph(lua_State* L) {
   std::vector<Tensor> keep;
   const Graph extracted = values_graph(tensor_context(L), tensors, keep);
   lua_safe::create_table(L, 0, 2);
-  lua_safe::create_table(L, static_cast<int>(extracted.nodes.size()), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(extracted.nodes.size()), 0);
   for (size_t i = 0; i < extracted.nodes.size(); i++) {
     push_node(L, extracted, static_cast<int>(i));
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   lua_safe::set_field(L, -2, "nodes");
-  lua_safe::create_table(L, static_cast<int>(extracted.outputs.size()), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(extracted.outputs.size()), 0);
   for (size_t i = 0; i < extracted.outputs.size(); i++) {
     lua_pushinteger(L, extracted.outputs[i] + 1);
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));

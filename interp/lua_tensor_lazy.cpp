@@ -168,7 +168,7 @@ int explain(lua_State* L) {
       optional_integer(L, 1, "explain").value_or(static_cast<int64_t>(explanations.size()));
   if (wanted < 0) fail("tensor.explain: n must be >= 0, got {}", wanted);
   const size_t count = std::min(explanations.size(), static_cast<size_t>(wanted));
-  lua_safe::create_table(L, static_cast<int>(count), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(count), 0);
   for (size_t k = 0; k < count; k++) {
     const RecompileExplanation& e = explanations[explanations.size() - count + k];
     lua_safe::create_table(L, 0, 9);

@@ -313,7 +313,7 @@ void push_list(lua_State* L, const Array& a, int dim, int64_t* index) {
     push_element(L, a, index);
     return;
   }
-  lua_safe::create_table(L, static_cast<int>(a.shape[dim]), 0);
+  lua_safe::create_table(L, a.shape[dim], 0);
   for (int64_t i = 0; i < a.shape[dim]; i++) {
     index[dim] = i;
     push_list(L, a, dim + 1, index);

@@ -34,7 +34,7 @@ std::vector<Tensor> tensor_list(lua_State* L, int index, const char* what) {
 }
 
 void push_list(lua_State* L, const std::vector<Tensor>& list) {
-  lua_safe::create_table(L, static_cast<int>(list.size()), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(list.size()), 0);
   for (size_t i = 0; i < list.size(); i++) {
     push_tensor(L, list[i]);
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));

@@ -21,7 +21,7 @@ int push(lua_State* L, Tensor tensor) {
 }
 
 int push_list(lua_State* L, const std::vector<Tensor>& tensors) {
-  lua_safe::create_table(L, static_cast<int>(tensors.size()), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(tensors.size()), 0);
   for (size_t i = 0; i < tensors.size(); i++) {
     push_tensor(L, tensors[i]);
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
