@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "interp/file_bytes.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/array.h"
 
@@ -338,6 +339,8 @@ int read_csv(lua_State* L) {
     fail("{}: the delimiter cannot be a quote or a line break", kFunction);
   }
   const bool has_header = lua_toboolean(L, 3);
+  if (!lua_isnoneornil(L, 4) && lua_type(L, 4) != LUA_TSTRING)
+    type_error(L, 4, kFunction, "dtype name");
   // No dtype: i64 for a table of integers, else f32 (decided after reading).
   const bool dtype_asked = !lua_isnoneornil(L, 4);
   const DType asked_dtype = dtype_asked ? parse_dtype(lua_tostring(L, 4)) : DType::f32;
@@ -511,23 +514,23 @@ int read_csv(lua_State* L) {
   });
   push_tensor(L, std::move(out));
   if (has_header) {
-    lua_createtable(L, static_cast<int>(names.size()), 0);
+    lua_safe::create_table(L, static_cast<int64_t>(names.size()), 0);
     for (size_t i = 0; i < names.size(); i++) {
-      lua_pushlstring(L, names[i].data(), names[i].size());
+      lua_safe::push_string(L, names[i]);
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
     }
   } else {
     lua_pushnil(L);
   }
-  lua_createtable(L, 0, 0);
+  lua_safe::create_table(L, 0, 0);
   for (size_t c = 0; c < is_text.size(); c++) {
     if (!is_text[c]) continue;
-    lua_createtable(L, static_cast<int>(categories[c].size()), 0);
+    lua_safe::create_table(L, static_cast<int64_t>(categories[c].size()), 0);
     for (size_t i = 0; i < categories[c].size(); i++) {
-      lua_pushlstring(L, categories[c][i].data(), categories[c][i].size());
+      lua_safe::push_string(L, categories[c][i]);
       lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
     }
-    lua_rawseti(L, -2, static_cast<lua_Integer>(c + 1));
+    lua_safe::set_index(L, -2, static_cast<lua_Integer>(c + 1));
   }
   return 3;
 }

@@ -91,6 +91,20 @@ const char* check_value(const lazylua_interpreter* interpreter, const lazylua_va
   return "a value of unknown type";
 }
 
+namespace {
+
+// Pushes a tensor userdata; false (nothing pushed) on a memory error.
+bool try_push_tensor(lua_State* L, const Tensor& tensor) {
+  try {
+    push_tensor(L, tensor);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void push_value(lua_State* L, const lazylua_value& value) {
   switch (value.type) {
     case LAZYLUA_TYPE_BOOLEAN:
@@ -106,7 +120,12 @@ void push_value(lua_State* L, const lazylua_value& value) {
       lua_pushlstring(L, value.as.string.data ? value.as.string.data : "", value.as.string.length);
       break;
     case LAZYLUA_TYPE_TENSOR:
-      push_tensor(L, value.as.tensor->tensor);
+      // push_tensor throws on a memory error (interp/lua_safe.h); this runs
+      // as plain Lua API code, so the error is raised after the catch.
+      if (!try_push_tensor(L, value.as.tensor->tensor)) {
+        lua_pushliteral(L, "not enough memory");
+        lua_error(L);
+      }
       break;
     default:
       lua_pushnil(L);

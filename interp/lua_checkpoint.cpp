@@ -21,6 +21,7 @@
 
 #include "interp/checkpoint.pb.h"
 #include "interp/file_bytes.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/runtime.h"
 #include "tensor/array.h"
@@ -162,7 +163,7 @@ struct Encoder {
         const std::string& text = std::get<std::string>(key);
         entry->set_string_key(text);
         path.push_string(text);
-        lua_pushlstring(L, text.data(), text.size());
+        lua_safe::push_string(L, text);
       }
       lua_rawget(L, index);
       encode_value(-1, entry->mutable_value());
@@ -185,19 +186,16 @@ struct Encoder {
     int depth = 0;
     std::string class_name;
     for (; depth < 16 && lua_type(L, -1) == LUA_TTABLE; depth++) {
-      lua_pushliteral(L, "state_dict");
-      lua_rawget(L, -2);
+      lua_safe::read_field(L, -1, "state_dict");
       has_state_dict = lua_type(L, -1) == LUA_TFUNCTION;
       lua_pop(L, 1);
       if (has_state_dict || !lua_getmetatable(L, -1)) break;
       if (class_name.empty()) {
-        lua_pushliteral(L, "__name");
-        lua_rawget(L, -2);
+        lua_safe::read_field(L, -1, "__name");
         if (lua_type(L, -1) == LUA_TSTRING) class_name = lua_tostring(L, -1);
         lua_pop(L, 1);
       }
-      lua_pushliteral(L, "__index");
-      lua_rawget(L, -2);
+      lua_safe::read_field(L, -1, "__index");
       // An __index function (a class that computes some fields) stands
       // for no table: the class is then the metatable itself.
       if (lua_type(L, -1) != LUA_TTABLE) {
@@ -313,7 +311,7 @@ struct Decoder {
 
   void push_table(const proto::Table& table) {
     if (!lua_checkstack(L, 8)) fail("tensor.load: Lua stack overflow");
-    lua_createtable(L, 0, table.entries_size());
+    lua_safe::create_table(L, 0, table.entries_size());
     for (const proto::Entry& entry : table.entries()) {
       switch (entry.key_case()) {
         case proto::Entry::kIntegerKey:
@@ -322,13 +320,13 @@ struct Decoder {
           break;
         case proto::Entry::kStringKey:
           path.push_string(entry.string_key());
-          lua_pushlstring(L, entry.string_key().data(), entry.string_key().size());
+          lua_safe::push_string(L, entry.string_key());
           break;
         default:
           corrupted("an entry without a key");
       }
       push_value(entry.value());
-      lua_rawset(L, -3);
+      lua_safe::set_raw(L, -3);
       path.pop();
     }
   }
@@ -342,7 +340,7 @@ struct Decoder {
         lua_pushnumber(L, value.number());
         return;
       case proto::Value::kString:
-        lua_pushlstring(L, value.string().data(), value.string().size());
+        lua_safe::push_string(L, value.string());
         return;
       case proto::Value::kBoolean:
         lua_pushboolean(L, value.boolean());

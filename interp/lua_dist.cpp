@@ -11,6 +11,7 @@
 //   dist_stats() -> {calls, bytes, seconds}   this process's collectives so far
 #include <cstring>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/stdlib_native.h"
 #include "tensor/collectives.h"
@@ -43,7 +44,8 @@ int initialized(lua_State* L) {
 }
 
 CollectiveOp check_op(lua_State* L, int arg) {
-  const char* name = lua_tostring(L, arg);
+  // Only a string: lua_tostring would convert a number in place (allocating).
+  const char* name = lua_type(L, arg) == LUA_TSTRING ? lua_tostring(L, arg) : nullptr;
   const struct {
     const char* name;
     CollectiveOp op;
@@ -60,8 +62,13 @@ CollectiveOp check_op(lua_State* L, int arg) {
 int collective(lua_State* L) {
   const Tensor& t = check_tensor(L, 1, "dist.all_reduce");
   const CollectiveOp op = check_op(L, 2);
-  const int root = static_cast<int>(check_integer(L, 3, "dist.broadcast"));
-  push_tensor(L, lazylua::collective(t, op, root));
+  // Checked before narrowing: 2^32 + 1 must not become rank 1.
+  const int64_t root = check_integer(L, 3, "dist.broadcast");
+  if (root < 0 || root >= dist_size()) {
+    fail("dist.broadcast: root {} is not a rank of this job (ranks 0 to {})", root,
+         dist_size() - 1);
+  }
+  push_tensor(L, lazylua::collective(t, op, static_cast<int>(root)));
   return 1;
 }
 
@@ -72,13 +79,13 @@ int barrier(lua_State* L) {
 
 int stats(lua_State* L) {
   const CollectiveStats now = dist_stats();
-  lua_createtable(L, 0, 3);
+  lua_safe::create_table(L, 0, 3);
   lua_pushinteger(L, now.calls);
-  lua_setfield(L, -2, "calls");
+  lua_safe::set_field(L, -2, "calls");
   lua_pushinteger(L, now.bytes);
-  lua_setfield(L, -2, "bytes");
+  lua_safe::set_field(L, -2, "bytes");
   lua_pushnumber(L, now.seconds);
-  lua_setfield(L, -2, "seconds");
+  lua_safe::set_field(L, -2, "seconds");
   return 1;
 }
 

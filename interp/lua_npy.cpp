@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "interp/file_bytes.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/npy_format.h"
 #include "interp/runtime.h"
@@ -75,7 +76,7 @@ int save_npz(lua_State* L) {
   if (!lua_isnoneornil(L, 3)) {
     if (lua_type(L, 3) != LUA_TTABLE) type_error(L, 3, function, "table (options)");
     check_option_keys(L, 3, function, {"compressed"});
-    lua_getfield(L, 3, "compressed");
+    lua_safe::read_field(L, 3, "compressed");
     const int type = lua_type(L, -1);
     compressed = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -149,11 +150,11 @@ int load_npz(lua_State* L) {
     arrays.emplace_back(entry.name.substr(0, entry.name.size() - kNpySuffix.size()),
                         std::move(array));
   }
-  lua_createtable(L, 0, static_cast<int>(arrays.size()));
+  lua_safe::create_table(L, 0, static_cast<int>(arrays.size()));
   for (auto& [name, array] : arrays) {
-    lua_pushlstring(L, name.data(), name.size());
+    lua_safe::push_string(L, name);
     push_tensor(L, std::move(array));
-    lua_rawset(L, -3);
+    lua_safe::set_raw(L, -3);
   }
   return 1;
 }

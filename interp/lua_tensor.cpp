@@ -17,6 +17,7 @@
 #include "interp/error_position.h"
 #include "interp/lua_checkpoint.h"
 #include "interp/lua_npy.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/state_data.h"
 #include "interp/tensor_format.h"
@@ -288,7 +289,7 @@ void create_size_metatable(lua_State* L) {
 int tensor_tostring(lua_State* L) {
   const Tensor& tensor = binding::check_tensor(L, 1, "tostring");
   const std::string text = format_tensor(observe(tensor, SyncCause::print));
-  lua_pushlstring(L, text.data(), text.size());
+  lua_safe::push_string(L, text);
   return 1;
 }
 
@@ -469,8 +470,9 @@ void push_tensor(lua_State* L, Tensor tensor) {
   if (tensor->is_lazy_view() || (tensor->data.defined() && tensor->data.buffer->use_count() > 1)) {
     bytes = 0;
   }
-  // The box is valid (empty) before anything else can fail.
-  auto* box = new (lua_newuserdatauv(L, sizeof(TensorBox), 0)) TensorBox{};
+  // The box is valid (empty) before anything else can fail, and making it
+  // throws rather than raises (lua_safe.h): `tensor` is released on failure.
+  auto* box = new (lua_safe::new_userdata(L, sizeof(TensorBox))) TensorBox{};
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kMetatableKey);
   lua_setmetatable(L, -2);
   box->tensor = std::move(tensor);
@@ -563,7 +565,7 @@ int open_tensor_module(lua_State* L) {
 namespace binding {
 
 void push_size_table(lua_State* L, const Shape& shape) {
-  lua_createtable(L, shape.rank(), 0);
+  lua_safe::create_table(L, shape.rank(), 0);
   for (int i = 0; i < shape.rank(); i++) {
     lua_pushinteger(L, shape[i]);
     lua_rawseti(L, -2, i + 1);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 
 namespace lazylua::binding {
@@ -164,7 +165,7 @@ std::optional<DType> options_dtype(lua_State* L, int arg, const char* function) 
   if (lua_type(L, arg) != LUA_TTABLE) type_error(L, arg, function, "options table");
   if (!is_options_table(L, arg)) return std::nullopt;
   check_option_keys(L, arg, function, {"dtype"});
-  lua_getfield(L, arg, "dtype");
+  lua_safe::read_field(L, arg, "dtype");
   const int type = lua_type(L, -1);
   const char* name = type == LUA_TSTRING ? lua_tostring(L, -1) : nullptr;
   std::string copy = name ? name : "";

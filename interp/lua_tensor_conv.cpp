@@ -3,6 +3,7 @@
 //   tensor.conv2d(x, weight [, {stride = s, padding = p}])
 //   tensor.max_pool2d(x, kernel_size [, {stride = kernel_size, padding = 0}])
 // A size is an integer or a pair {height, width}.
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 
 namespace lazylua::binding {
@@ -36,11 +37,11 @@ void read_options(lua_State* L, int arg, const char* function, Window2d* window)
   if (lua_isnoneornil(L, arg)) return;
   if (lua_type(L, arg) != LUA_TTABLE) type_error(L, arg, function, "options table");
   check_option_keys(L, arg, function, {"stride", "padding"});
-  lua_getfield(L, arg, "stride");
+  lua_safe::read_field(L, arg, "stride");
   std::tie(window->sh, window->sw) =
       check_pair(L, lua_gettop(L), function, "stride", {window->sh, window->sw});
   lua_pop(L, 1);
-  lua_getfield(L, arg, "padding");
+  lua_safe::read_field(L, arg, "padding");
   std::tie(window->ph, window->pw) =
       check_pair(L, lua_gettop(L), function, "padding", {window->ph, window->pw});
   lua_pop(L, 1);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/kernels/random.h"
 #include "tensor/scan.h"
@@ -110,11 +111,11 @@ int manual_seed(lua_State* L) {
 // unsigned values' bit patterns), a plain table that tensor.save keeps.
 int get_rng_state(lua_State* L) {
   const GeneratorState state = generator_state();
-  lua_createtable(L, 0, 2);
+  lua_safe::create_table(L, 0, 2);
   lua_pushinteger(L, static_cast<lua_Integer>(state.seed));
-  lua_setfield(L, -2, "seed");
+  lua_safe::set_field(L, -2, "seed");
   lua_pushinteger(L, static_cast<lua_Integer>(state.position));
-  lua_setfield(L, -2, "position");
+  lua_safe::set_field(L, -2, "position");
   return 1;
 }
 
@@ -128,8 +129,7 @@ int set_rng_state(lua_State* L) {
   uint64_t fields[2] = {0, 0};
   const char* names[2] = {"seed", "position"};
   for (int i = 0; i < 2; i++) {
-    lua_pushstring(L, names[i]);
-    lua_rawget(L, 1);
+    lua_safe::read_field(L, 1, names[i]);
     const bool integer = lua_isinteger(L, -1);
     const lua_Integer value = integer ? lua_tointeger(L, -1) : 0;
     const char* type = luaL_typename(L, -1);
@@ -284,7 +284,7 @@ int new_tensor(lua_State* L) {
     return push(L, ops::full(Shape{}, value, dtype.value_or(fallback)));
   }
   if (lua_type(L, 1) != LUA_TTABLE) type_error(L, 1, "new", "table, number or tensor");
-  luaL_checkstack(L, kMaxDims + 4, "new");
+  lua_safe::ensure_stack(L, kMaxDims + 4, "new");
   TableReader reader(L, "new");
   return push(L, reader.read(1, dtype));
 }

@@ -4,28 +4,34 @@
 // node to ONNX. tensor.ir gives the same graph as text.
 #include <cstdint>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 
 namespace lazylua::binding {
 namespace {
 
+// The pushes go through lua_safe: the graph and the tensors are alive.
 void set_string(lua_State* L, const char* key, const char* value) {
-  lua_pushstring(L, value);
-  lua_setfield(L, -2, key);
+  if (value) {
+    lua_safe::push_string(L, value);
+  } else {
+    lua_pushnil(L);
+  }
+  lua_safe::set_field(L, -2, key);
 }
 
 void set_integer(lua_State* L, const char* key, int64_t value) {
   lua_pushinteger(L, static_cast<lua_Integer>(value));
-  lua_setfield(L, -2, key);
+  lua_safe::set_field(L, -2, key);
 }
 
 void set_integer_list(lua_State* L, const char* key, const int64_t* values, int count) {
-  lua_createtable(L, count, 0);
+  lua_safe::create_table(L, count, 0);
   for (int k = 0; k < count; k++) {
     lua_pushinteger(L, static_cast<lua_Integer>(values[k]));
     lua_rawseti(L, -2, k + 1);
   }
-  lua_setfield(L, -2, key);
+  lua_safe::set_field(L, -2, key);
 }
 
 // What a leaf is: "parameter" (data), "placeholder" (a scan body's input),
@@ -46,17 +52,17 @@ const char* leaf_kind(const Node& node) {
 // buffer), `offset` and `strides` in elements.
 void set_leaf_data(lua_State* L, const Array& data) {
   push_tensor(L, data);
-  lua_setfield(L, -2, "data");
+  lua_safe::set_field(L, -2, "data");
   set_integer(L, "storage", static_cast<int64_t>(reinterpret_cast<intptr_t>(data.buffer.get())));
   set_integer(L, "offset", data.offset);
   set_integer_list(L, "strides", data.strides.begin(), data.rank());
   lua_pushboolean(L, data.is_contiguous());
-  lua_setfield(L, -2, "contiguous");
+  lua_safe::set_field(L, -2, "contiguous");
 }
 
 void push_node(lua_State* L, const Graph& graph, int position) {
   const Node& node = *graph.nodes[static_cast<size_t>(position)];
-  lua_createtable(L, 0, 16);
+  lua_safe::create_table(L, 0, 16);
   set_string(L, "op", op_name(node.op));
   set_string(L, "name", node.name());
   set_integer(L, "sub_op", node.sub_op);
@@ -70,12 +76,12 @@ void push_node(lua_State* L, const Graph& graph, int position) {
   set_integer(L, "id", static_cast<int64_t>(reinterpret_cast<intptr_t>(&node)));
   const int first = graph.input_offsets[static_cast<size_t>(position)];
   const int last = graph.input_offsets[static_cast<size_t>(position) + 1];
-  lua_createtable(L, last - first, 0);
+  lua_safe::create_table(L, last - first, 0);
   for (int k = first; k < last; k++) {
     lua_pushinteger(L, graph.input_positions[static_cast<size_t>(k)] + 1);
     lua_rawseti(L, -2, k - first + 1);
   }
-  lua_setfield(L, -2, "inputs");
+  lua_safe::set_field(L, -2, "inputs");
   if (const char* kind = leaf_kind(node)) {
     set_string(L, "kind", kind);
     set_integer_list(L, "attrs", node.attrs, 0);
@@ -85,7 +91,7 @@ void push_node(lua_State* L, const Graph& graph, int position) {
       } else {
         lua_pushnumber(L, node.scalar.value);
       }
-      lua_setfield(L, -2, "value");
+      lua_safe::set_field(L, -2, "value");
     } else if (node.op == Op::parameter && node.data.defined()) {
       set_leaf_data(L, node.data);
     } else if (node.result.defined()) {
@@ -111,19 +117,19 @@ int graph(lua_State* L) {
   if (tensors.empty()) argument_error(1, "graph", "expected at least one tensor");
   std::vector<Tensor> keep;
   const Graph extracted = values_graph(tensor_context(L), tensors, keep);
-  lua_createtable(L, 0, 2);
-  lua_createtable(L, static_cast<int>(extracted.nodes.size()), 0);
+  lua_safe::create_table(L, 0, 2);
+  lua_safe::create_table(L, static_cast<int64_t>(extracted.nodes.size()), 0);
   for (size_t i = 0; i < extracted.nodes.size(); i++) {
     push_node(L, extracted, static_cast<int>(i));
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
-  lua_setfield(L, -2, "nodes");
-  lua_createtable(L, static_cast<int>(extracted.outputs.size()), 0);
+  lua_safe::set_field(L, -2, "nodes");
+  lua_safe::create_table(L, static_cast<int64_t>(extracted.outputs.size()), 0);
   for (size_t i = 0; i < extracted.outputs.size(); i++) {
     lua_pushinteger(L, extracted.outputs[i] + 1);
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
-  lua_setfield(L, -2, "outputs");
+  lua_safe::set_field(L, -2, "outputs");
   return 1;
 }
 

@@ -4,7 +4,8 @@
 // block, and a C++ exception becomes a Lua error only after the catch block
 // has ended, so no exception crosses lua_error and no longjmp skips a
 // destructor. Bodies therefore never call Lua functions that raise errors on
-// bad arguments (luaL_check*): they use the throwing helpers below.
+// bad arguments (luaL_check*): they use the throwing helpers below, read
+// user tables raw, and push results through interp/lua_safe.h (the rule).
 #pragma once
 
 #include <lua.hpp>

@@ -5,6 +5,7 @@
 
 #include "compiler/native_executor.h"
 #include "interp/config.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/allocator.h"
 #include "tensor/blas.h"
@@ -79,25 +80,25 @@ int is_eager(lua_State* L) {
 
 void set_number(lua_State* L, const char* name, double value) {
   lua_pushnumber(L, value);
-  lua_setfield(L, -2, name);
+  lua_safe::set_field(L, -2, name);
 }
 
 void set_integer(lua_State* L, const char* name, int64_t value) {
   lua_pushinteger(L, value);
-  lua_setfield(L, -2, name);
+  lua_safe::set_field(L, -2, name);
 }
 
 int metrics(lua_State* L) {
   const Context* context = tensor_context(L);
   const Metrics& m = context->metrics;
-  lua_newtable(L);
+  lua_safe::create_table(L, 0, 0);
   set_integer(L, "ops_recorded", m.ops_recorded);
   set_integer(L, "syncs", m.syncs);
-  lua_newtable(L);
+  lua_safe::create_table(L, 0, 0);
   for (int cause = 0; cause < kSyncCauseCount; cause++) {
     set_integer(L, sync_cause_name(static_cast<SyncCause>(cause)), m.syncs_by_cause[cause]);
   }
-  lua_setfield(L, -2, "syncs_by_cause");
+  lua_safe::set_field(L, -2, "syncs_by_cause");
   set_integer(L, "graphs_executed", m.graphs_executed);
   set_integer(L, "nodes_executed", m.nodes_executed);
   set_integer(L, "distinct_graphs", static_cast<int64_t>(context->seen_keys.size()));
@@ -117,28 +118,28 @@ int metrics(lua_State* L) {
   set_integer(L, "kernel_functions", m.kernel_functions);
   set_integer(L, "fallbacks", m.fallbacks);
   set_integer(L, "donated_buffers", m.donated_buffers);
-  lua_newtable(L);
+  lua_safe::create_table(L, 0, 0);
   for (const auto& [op, count] : m.fallbacks_by_op) set_integer(L, op.c_str(), count);
-  lua_setfield(L, -2, "fallbacks_by_op");
+  lua_safe::set_field(L, -2, "fallbacks_by_op");
   set_number(L, "sync_seconds", m.sync_seconds);
   set_integer(L, "live_pending", static_cast<int64_t>(context->pending_tensors().size()));
   const AllocatorStats memory = allocator_stats();
   set_integer(L, "bytes_in_use", memory.bytes_in_use);
   set_integer(L, "bytes_cached", memory.bytes_cached);
   lua_pushboolean(L, context->eager);
-  lua_setfield(L, -2, "eager");
+  lua_safe::set_field(L, -2, "eager");
   return 1;
 }
 
 void set_string(lua_State* L, const char* name, const std::string& value) {
-  lua_pushlstring(L, value.data(), value.size());
-  lua_setfield(L, -2, name);
+  lua_safe::push_string(L, value);
+  lua_safe::set_field(L, -2, name);
 }
 
 // tensor.config(): what computes (interp/config.h), as a table.
 int config(lua_State* L) {
   const RuntimeConfig config = runtime_config();
-  lua_newtable(L);
+  lua_safe::create_table(L, 0, 0);
   set_string(L, "blas", config.blas);
   if (!config.blas_error.empty()) set_string(L, "blas_error", config.blas_error);
   set_string(L, "blas_core", config.blas_core);
@@ -162,13 +163,15 @@ int reset_metrics(lua_State* L) {
 // graphs, oldest first, each a table (tensor/diagnostics.h).
 int explain(lua_State* L) {
   const auto& explanations = tensor_context(L)->diagnostics.explanations();
-  const lua_Integer wanted = luaL_optinteger(L, 1, static_cast<lua_Integer>(explanations.size()));
-  if (wanted < 0) return luaL_error(L, "tensor.explain: n must be >= 0, got %d", (int)wanted);
+  if (!lua_isnoneornil(L, 1) && !is_number(L, 1)) type_error(L, 1, "explain", "number");
+  const int64_t wanted =
+      optional_integer(L, 1, "explain").value_or(static_cast<int64_t>(explanations.size()));
+  if (wanted < 0) fail("tensor.explain: n must be >= 0, got {}", wanted);
   const size_t count = std::min(explanations.size(), static_cast<size_t>(wanted));
-  lua_createtable(L, static_cast<int>(count), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(count), 0);
   for (size_t k = 0; k < count; k++) {
     const RecompileExplanation& e = explanations[explanations.size() - count + k];
-    lua_createtable(L, 0, 9);
+    lua_safe::create_table(L, 0, 9);
     set_string(L, "site", e.site);
     set_string(L, "cause", e.cause);
     set_integer(L, "graphs_at_site", e.graphs_at_site);
@@ -189,7 +192,7 @@ int report(lua_State* L) {
   const Context* context = tensor_context(L);
   const std::string text = context->diagnostics.report(
       context->metrics.syncs_by_cause[static_cast<int>(SyncCause::barrier)]);
-  lua_pushlstring(L, text.data(), text.size());
+  lua_safe::push_string(L, text);
   return 1;
 }
 
@@ -198,22 +201,22 @@ int report(lua_State* L) {
 int pending(lua_State* L) {
   Context* context = tensor_context(L);
   const Graph graph = context->extract(context->pending_tensors());
-  lua_newtable(L);
+  lua_safe::create_table(L, 0, 0);
   int count = 0;
   for (size_t i = 0; i < graph.nodes.size(); i++) {
     const Node& node = *graph.nodes[i];
     if (graph.is_leaf(static_cast<int>(i))) continue;
-    lua_createtable(L, 0, 4);
+    lua_safe::create_table(L, 0, 4);
     set_string(L, "op", node.name());
     set_string(L, "line", location_string(node.location));
     set_string(L, "dtype", dtype_name(node.dtype));
-    lua_createtable(L, node.shape.rank(), 0);
+    lua_safe::create_table(L, node.shape.rank(), 0);
     for (int d = 0; d < node.shape.rank(); d++) {
       lua_pushinteger(L, node.shape[d]);
       lua_rawseti(L, -2, d + 1);
     }
-    lua_setfield(L, -2, "shape");
-    lua_rawseti(L, -2, ++count);
+    lua_safe::set_field(L, -2, "shape");
+    lua_safe::set_index(L, -2, ++count);
   }
   return 1;
 }
@@ -230,7 +233,7 @@ int show_graph(lua_State* L) {
   const std::string text = form == GraphForm::ir    ? graph_text(graph)
                            : form == GraphForm::dot ? graph_dot(graph)
                                                     : compiler::generated_source(graph);
-  lua_pushlstring(L, text.data(), text.size());
+  lua_safe::push_string(L, text);
   return 1;
 }
 

@@ -2,6 +2,7 @@
 // isclose, allclose, lerp, addcmul, addcdiv, clamp_min, clamp_max, xlogy,
 // one_hot, and the random uniform_, normal_, bernoulli, bernoulli_ and
 // multinomial. Each is a method and a function of the tensor module.
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/tensor_math_extra.h"
 
@@ -29,7 +30,7 @@ bool has_options(lua_State* L, int arg, const char* function,
 
 double number_option(lua_State* L, int arg, const char* key, double fallback,
                      const char* function) {
-  lua_getfield(L, arg, key);
+  lua_safe::read_field(L, arg, key);
   const bool absent = lua_isnil(L, -1);
   const bool number = is_number(L, -1);
   const double value = number ? lua_tonumber(L, -1) : fallback;
@@ -39,7 +40,7 @@ double number_option(lua_State* L, int arg, const char* key, double fallback,
 }
 
 bool boolean_option(lua_State* L, int arg, const char* key, bool fallback, const char* function) {
-  lua_getfield(L, arg, key);
+  lua_safe::read_field(L, arg, key);
   const int type = lua_type(L, -1);
   const bool value = type == LUA_TBOOLEAN ? lua_toboolean(L, -1) : fallback;
   lua_pop(L, 1);
@@ -81,7 +82,7 @@ int lerp(lua_State* L) {
 
 ops::Scalar value_option(lua_State* L, int arg, const char* function) {
   if (!has_options(L, arg, function, {"value"})) return ops::Scalar::from_integer(1);
-  lua_getfield(L, arg, "value");
+  lua_safe::read_field(L, arg, "value");
   const int top = lua_gettop(L);
   const ops::Scalar value =
       lua_isnil(L, top) ? ops::Scalar::from_integer(1) : check_scalar(L, top, function);

@@ -2,10 +2,12 @@
 // `tensor` module): elementwise ops, reductions, views, joins, in-place ops
 // and observation.
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 
 namespace lazylua::binding {
@@ -243,7 +245,7 @@ int stride(lua_State* L) {
     return 1;
   }
   const Strides strides = layout_of(self).strides;
-  lua_createtable(L, rank_of(self), 0);
+  lua_safe::create_table(L, rank_of(self), 0);
   for (int i = 0; i < rank_of(self); i++) {
     lua_pushinteger(L, strides[i]);
     lua_rawseti(L, -2, i + 1);
@@ -262,7 +264,7 @@ int numel(lua_State* L) {
 }
 
 int dtype(lua_State* L) {
-  lua_pushstring(L, dtype_name(self_tensor(L, "dtype")->dtype));
+  lua_safe::push_string(L, dtype_name(self_tensor(L, "dtype")->dtype));
   return 1;
 }
 
@@ -311,7 +313,7 @@ void push_list(lua_State* L, const Array& a, int dim, int64_t* index) {
     push_element(L, a, index);
     return;
   }
-  lua_createtable(L, static_cast<int>(a.shape[dim]), 0);
+  lua_safe::create_table(L, a.shape[dim], 0);
   for (int64_t i = 0; i < a.shape[dim]; i++) {
     index[dim] = i;
     push_list(L, a, dim + 1, index);
@@ -322,7 +324,7 @@ void push_list(lua_State* L, const Array& a, int dim, int64_t* index) {
 int tolist(lua_State* L) {
   const Array data = observe(self_tensor(L, "tolist"), SyncCause::tolist);
   int64_t index[kMaxDims] = {};
-  luaL_checkstack(L, data.rank() + 4, "tolist");
+  lua_safe::ensure_stack(L, data.rank() + 4, "tolist");
   push_list(L, data, 0, index);
   return 1;
 }
@@ -485,7 +487,10 @@ void register_elementwise_methods(lua_State* L) {
     }
     if (entry.in_place) {
       lua_pushcfunction(L, entry.in_place_method);
-      lua_setfield(L, -2, (std::string(entry.name) + "_").c_str());
+      // A plain buffer: no destructor for a memory error to skip.
+      char in_place_name[64];
+      std::snprintf(in_place_name, sizeof in_place_name, "%s_", entry.name);
+      lua_setfield(L, -2, in_place_name);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "interp/file_bytes.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/runtime.h"
 #include "tensor/profiler.h"
@@ -85,14 +86,18 @@ int profile(lua_State* L) {
 
 // tensor.profile_report([rows]): the last profile's top kernels as text.
 int profile_report(lua_State* L) {
-  const lua_Integer rows = luaL_optinteger(L, 1, 20);
-  if (rows < 1) return luaL_error(L, "tensor.profile_report: rows must be >= 1, got %d", (int)rows);
+  // A guarded body: no luaL_ check, and the text is pushed through lua_safe.
+  const int64_t rows = optional_integer(L, 1, "tensor.profile_report").value_or(20);
+  if (rows < 1 || rows > INT32_MAX) {
+    fail("tensor.profile_report: rows must be >= 1, got {}", rows);
+  }
   if (last_events().empty()) {
-    lua_pushliteral(L, "no profile yet: run code under tensor.profile(fn) or LAZYLUA_PROFILE\n");
+    lua_safe::push_string(L,
+                          "no profile yet: run code under tensor.profile(fn) or LAZYLUA_PROFILE\n");
     return 1;
   }
   const std::string text = profiler::kernel_table(last_events(), static_cast<int>(rows));
-  lua_pushlstring(L, text.data(), text.size());
+  lua_safe::push_string(L, text);
   return 1;
 }
 

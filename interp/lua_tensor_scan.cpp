@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "interp/coroutines.h"
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/scan.h"
 
@@ -21,7 +22,7 @@ struct LuaBodyError : std::exception {
 std::vector<Tensor> tensor_list(lua_State* L, int index, const char* what) {
   if (lua_type(L, index) != LUA_TTABLE) fail("scan: {} must be a list of tensors", what);
   std::vector<Tensor> list;
-  const lua_Integer count = luaL_len(L, index);
+  const auto count = static_cast<lua_Integer>(lua_rawlen(L, index));
   for (lua_Integer i = 1; i <= count; i++) {
     lua_rawgeti(L, index, i);
     const Tensor* t = to_tensor(L, -1);
@@ -33,16 +34,20 @@ std::vector<Tensor> tensor_list(lua_State* L, int index, const char* what) {
 }
 
 void push_list(lua_State* L, const std::vector<Tensor>& list) {
-  lua_createtable(L, static_cast<int>(list.size()), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(list.size()), 0);
   for (size_t i = 0; i < list.size(); i++) {
     push_tensor(L, list[i]);
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
 }
 
-int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* interrupted) {
+// A body's Lua error goes to the registry slot *error_ref, reserved first:
+// storing into it then needs no allocation (none may raise in here).
+int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* body_failed,
+              bool* interrupted) {
   try {
-    luaL_checkstack(L, 8, "scan");
+    lua_safe::ensure_stack(L, 8, "scan");
+    const int error_slot = *error_ref = lua_safe::new_reference(L);
     if (lua_type(L, 1) != LUA_TFUNCTION) fail("scan: the body must be a function");
     const std::vector<Tensor> init = tensor_list(L, 2, "init");
     const std::vector<Tensor> xs = tensor_list(L, 3, "xs");
@@ -50,11 +55,15 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* in
     ScanOptions options;
     options.reverse = lua_toboolean(L, 5);
     options.recompute_carries = lua_toboolean(L, 6);
-    ScanFunction fn = [L](const std::vector<Tensor>& carries, const std::vector<Tensor>& slices) {
+    ScanFunction fn = [L, error_slot](const std::vector<Tensor>& carries,
+                                      const std::vector<Tensor>& slices) {
       lua_pushvalue(L, 1);
       push_list(L, carries);
       push_list(L, slices);
-      if (lua_pcall(L, 2, 2, 0) != LUA_OK) throw LuaBodyError(luaL_ref(L, LUA_REGISTRYINDEX));
+      if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+        lua_rawseti(L, LUA_REGISTRYINDEX, error_slot);
+        throw LuaBodyError(error_slot);
+      }
       std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
       const int top = lua_gettop(L);
       try {
@@ -70,8 +79,8 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* in
     const std::vector<Tensor> results = scan(tensor_context(L), fn, init, xs, length, options);
     push_list(L, results);
     return 1;
-  } catch (const LuaBodyError& error) {
-    *error_ref = error.reference;
+  } catch (const LuaBodyError&) {
+    *body_failed = true;
   } catch (const Interrupted& error) {
     *interrupted = true;
     std::snprintf(message, size, "%s", error.what());
@@ -87,18 +96,17 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* in
 int scan_primitive(lua_State* L) {
   char message[1024] = "";
   int error_ref = LUA_NOREF;
+  bool body_failed = false;
   bool interrupted = false;
   Context* context = tensor_context(L);
   context->location_user = L;
   context->collect_garbage_user = L;
-  const int results = scan_body(L, message, sizeof message, &error_ref, &interrupted);
+  const int results = scan_body(L, message, sizeof message, &error_ref, &body_failed, &interrupted);
+  if (body_failed) lua_rawgeti(L, LUA_REGISTRYINDEX, error_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, error_ref);  // LUA_NOREF: nothing
   if (results >= 0) return results;
   if (interrupted) interrupt_delivered(L);
-  if (error_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, error_ref);
-    luaL_unref(L, LUA_REGISTRYINDEX, error_ref);
-    return lua_error(L);
-  }
+  if (body_failed) return lua_error(L);
   // The user's line, not this C function's (which has none).
   if (lua_type(L, 7) == LUA_TSTRING) {
     lua_pushvalue(L, 7);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/shape_ops.h"
 
@@ -20,7 +21,7 @@ int push(lua_State* L, Tensor tensor) {
 }
 
 int push_list(lua_State* L, const std::vector<Tensor>& tensors) {
-  lua_createtable(L, static_cast<int>(tensors.size()), 0);
+  lua_safe::create_table(L, static_cast<int64_t>(tensors.size()), 0);
   for (size_t i = 0; i < tensors.size(); i++) {
     push_tensor(L, tensors[i]);
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
@@ -149,7 +150,7 @@ std::pair<ops::Scalar, ops::Scalar> beta_alpha(lua_State* L, int arg, const char
   const char* names[] = {"beta", "alpha"};
   ops::Scalar* slots[] = {&factors.first, &factors.second};
   for (int i = 0; i < 2; i++) {
-    lua_getfield(L, arg, names[i]);
+    lua_safe::read_field(L, arg, names[i]);
     const int top = lua_gettop(L);
     if (!lua_isnil(L, top)) {
       if (!is_number(L, top)) {
@@ -251,7 +252,7 @@ int pad(lua_State* L) {
   if (!lua_isnoneornil(L, 3)) {
     if (lua_type(L, 3) != LUA_TTABLE) type_error(L, 3, "pad", "options table");
     check_option_keys(L, 3, "pad", {"mode", "value"});
-    lua_getfield(L, 3, "mode");
+    lua_safe::read_field(L, 3, "mode");
     const std::string name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
     const bool given = !lua_isnil(L, -1);
     lua_pop(L, 1);
@@ -268,7 +269,7 @@ int pad(lua_State* L) {
         fail("pad: unknown mode '{}' (modes: constant, reflect, replicate, circular)", name);
       }
     }
-    lua_getfield(L, 3, "value");
+    lua_safe::read_field(L, 3, "value");
     const int top = lua_gettop(L);
     if (!lua_isnil(L, top)) {
       if (!is_number(L, top) && lua_type(L, top) != LUA_TBOOLEAN) {
@@ -292,7 +293,7 @@ int meshgrid(lua_State* L) {
   bool xy = false;
   if (top >= 2 && is_options_table(L, top)) {
     check_option_keys(L, top, "meshgrid", {"indexing"});
-    lua_getfield(L, top, "indexing");
+    lua_safe::read_field(L, top, "indexing");
     const std::string indexing = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
     lua_pop(L, 1);
     if (indexing != "ij" && indexing != "xy") {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "tensor/sorting.h"
 
@@ -109,9 +110,9 @@ SpreadArguments spread_arguments(lua_State* L, const Tensor& self, const char* f
   if (lua_type(L, options) != LUA_TTABLE)
     type_error(L, options, function, "boolean or options table");
   check_option_keys(L, options, function, {"correction", "unbiased", "keepdim"});
-  lua_getfield(L, options, "correction");
-  lua_getfield(L, options, "unbiased");
-  lua_getfield(L, options, "keepdim");
+  lua_safe::read_field(L, options, "correction");
+  lua_safe::read_field(L, options, "unbiased");
+  lua_safe::read_field(L, options, "keepdim");
   const int top = lua_gettop(L);
   const bool has_correction = !lua_isnil(L, top - 2), has_unbiased = !lua_isnil(L, top - 1);
   if (has_correction && has_unbiased) {

@@ -20,11 +20,15 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+
+#include "interp/lua_safe.h"
 #include "interp/lua_tensor_internal.h"
 #include "interp/npy_format.h"
 #include "interp/stdlib_native.h"
 #include "onnx/onnx.pb.h"
 #include "tensor/checked.h"
+#include "tensor/memory_budget.h"
 
 namespace lazylua {
 namespace {
@@ -46,6 +50,14 @@ std::string top_string(lua_State* L, const char* what) {
   const char* text = lua_tolstring(L, -1, &length);
   return std::string(text, length);
 }
+
+// Subgraphs (If, Loop, Scan bodies) nest at most this deep.
+constexpr int kMaxGraphDepth = 64;
+// Each subgraph level is three protobuf messages deep (AttributeProto,
+// GraphProto, NodeProto); protobuf's default limit of 100 would stop a
+// parse at about 33 levels, before kMaxGraphDepth could say why. Deeper
+// than this, the parse fails and the message says it may be the nesting.
+constexpr int kParseRecursionLimit = 3 * kMaxGraphDepth + 64;
 
 void check_stack(lua_State* L, int slots) {
   if (!lua_checkstack(L, slots)) fail("onnx: graphs or attributes nested too deeply");
@@ -214,6 +226,41 @@ int64_t field_count(const proto::TensorProto& t, int type) {
   }
 }
 
+// int32_data holds the values of the narrower integer types and bools
+// (onnx.proto): a value outside the type's range is not one of its values,
+// and the spec defines no wrapping, so the tensor is refused.
+void check_int32_data_range(const proto::TensorProto& t, int type, const char* function,
+                            const std::string& name) {
+  int64_t low = 0;
+  int64_t high = 0;
+  switch (type) {
+    case kInt8:
+      low = -128, high = 127;
+      break;
+    case kUint8:
+      high = 255;
+      break;
+    case kInt16:
+      low = -32768, high = 32767;
+      break;
+    case kUint16:
+      high = 65535;
+      break;
+    case kBool:
+      high = 1;
+      break;
+    default:
+      return;
+  }
+  for (int i = 0; i < t.int32_data_size(); i++) {
+    const int64_t value = t.int32_data(i);
+    if (value < low || value > high) {
+      fail("{}: {} ({}) holds {} at element {} of int32_data, outside {}..{}", function, name,
+           onnx_type_name(type), value, i + 1, low, high);
+    }
+  }
+}
+
 Array decode_tensor(const proto::TensorProto& t, const char* function) {
   const int type = t.data_type();
   const std::optional<DType> dtype = dtype_for(type);
@@ -247,6 +294,7 @@ Array decode_tensor(const proto::TensorProto& t, const char* function) {
     fail("{}: {} of shape {} holds {} elements, not {}", function, name, shape_string(shape),
          stored, count);
   }
+  if (!raw) check_int32_data_range(t, type, function, name);
   Array out = Array::empty(shape, *dtype, function);
   char* data = static_cast<char*>(out.raw_data());
   for (int64_t i = 0; i < count; i++) {
@@ -286,26 +334,60 @@ Array decode_tensor(const proto::TensorProto& t, const char* function) {
   return out;
 }
 
-void encode_tensor(const Array& value, const std::string& name, proto::TensorProto* t) {
+// The bytes the encoder holds outside Lua and the tensor allocator (the
+// protobuf copies of tensors, the serialized model), charged to the
+// interpreter's memory budget while they live: an encode larger than an
+// embedding's memory_limit is refused before each copy is made, rather
+// than after the host has run out of memory.
+class EncoderCharge {
+ public:
+  EncoderCharge() : budget_(current_memory_budget()) {}
+  ~EncoderCharge() {
+    if (budget_) budget_->give_back(charged_);
+  }
+  EncoderCharge(const EncoderCharge&) = delete;
+  EncoderCharge& operator=(const EncoderCharge&) = delete;
+
+  void add(int64_t bytes, const char* what) {
+    if (!budget_) return;
+    if (!budget_->try_charge(bytes)) {
+      fail(
+          "onnx: not enough memory to encode the model ({} takes {:.1f} MiB more, past the "
+          "interpreter's memory limit of {:.1f} MiB)",
+          what, static_cast<double>(bytes) / (1 << 20),
+          static_cast<double>(budget_->limit()) / (1 << 20));
+    }
+    charged_ += bytes;
+  }
+
+ private:
+  MemoryBudget* budget_;
+  int64_t charged_ = 0;
+};
+
+void encode_tensor(const Array& value, const std::string& name, proto::TensorProto* t,
+                   EncoderCharge& charge) {
   const Array data = contiguous(value);
+  const auto bytes = static_cast<size_t>(data.numel() * dtype_size(data.dtype));
+  charge.add(static_cast<int64_t>(bytes), "a tensor");
   t->set_name(name);
   t->set_data_type(onnx_type_for(data.dtype));
   for (int64_t extent : data.shape) t->add_dims(extent);
   // raw_data is little-endian, as this machine.
-  t->set_raw_data(static_cast<const char*>(data.raw_data()),
-                  static_cast<size_t>(data.numel() * dtype_size(data.dtype)));
+  t->set_raw_data(static_cast<const char*>(data.raw_data()), bytes);
 }
 
 // ---- Decoding into Lua tables ----
 
+// Every push below goes through lua_safe (the protobuf messages are alive).
 void set_string(lua_State* L, const char* key, const std::string& value) {
-  lua_pushlstring(L, value.data(), value.size());
-  lua_setfield(L, -2, key);
+  lua_safe::push_string(L, value);
+  lua_safe::set_field(L, -2, key);
 }
 
 void set_integer(lua_State* L, const char* key, int64_t value) {
   lua_pushinteger(L, value);
-  lua_setfield(L, -2, key);
+  lua_safe::set_field(L, -2, key);
 }
 
 void push_graph(lua_State* L, const proto::GraphProto& graph, int depth);
@@ -314,43 +396,43 @@ void push_graph(lua_State* L, const proto::GraphProto& graph, int depth);
 void push_elem_type(lua_State* L, int type) {
   const std::optional<DType> dtype = dtype_for(type);
   if (dtype && (type == onnx_type_for(*dtype))) {
-    lua_pushstring(L, dtype_name(*dtype));
+    lua_safe::push_string(L, dtype_name(*dtype));
   } else {
     lua_pushinteger(L, type);
   }
 }
 
 void push_value_info(lua_State* L, const proto::ValueInfoProto& info) {
-  lua_createtable(L, 0, 3);
+  lua_safe::create_table(L, 0, 3);
   set_string(L, "name", info.name());
   if (info.type().has_tensor_type()) {
     const auto& tensor_type = info.type().tensor_type();
     push_elem_type(L, tensor_type.elem_type());
-    lua_setfield(L, -2, "elem_type");
+    lua_safe::set_field(L, -2, "elem_type");
     if (tensor_type.has_shape()) {
-      lua_createtable(L, tensor_type.shape().dim_size(), 0);
+      lua_safe::create_table(L, tensor_type.shape().dim_size(), 0);
       int k = 1;
       for (const auto& dim : tensor_type.shape().dim()) {
         if (dim.has_dim_value()) {
           lua_pushinteger(L, dim.dim_value());
         } else if (dim.has_dim_param()) {
-          lua_pushlstring(L, dim.dim_param().data(), dim.dim_param().size());
+          lua_safe::push_string(L, dim.dim_param());
         } else {
           lua_pushboolean(L, false);
         }
         lua_rawseti(L, -2, k++);
       }
-      lua_setfield(L, -2, "shape");
+      lua_safe::set_field(L, -2, "shape");
     }
   } else if (info.has_type()) {
     // Sequences, maps, optionals: named, so that a model using them is
     // refused by name (lazylua values are tensors).
     const auto& type = info.type();
-    lua_pushstring(L, type.has_sequence_type()   ? "sequence"
-                      : type.has_map_type()      ? "map"
-                      : type.has_optional_type() ? "optional"
-                                                 : "other");
-    lua_setfield(L, -2, "kind");
+    lua_safe::push_string(L, type.has_sequence_type()   ? "sequence"
+                             : type.has_map_type()      ? "map"
+                             : type.has_optional_type() ? "optional"
+                                                        : "other");
+    lua_safe::set_field(L, -2, "kind");
   }
   if (!info.doc_string().empty()) set_string(L, "doc_string", info.doc_string());
 }
@@ -365,7 +447,7 @@ void push_attribute_value(lua_State* L, const proto::AttributeProto& a, int dept
       lua_pushinteger(L, a.i());
       return;
     case A::STRING:
-      lua_pushlstring(L, a.s().data(), a.s().size());
+      lua_safe::push_string(L, a.s());
       return;
     case A::TENSOR:
       push_tensor(L, decode_tensor(a.t(), "onnx"));
@@ -374,35 +456,35 @@ void push_attribute_value(lua_State* L, const proto::AttributeProto& a, int dept
       push_graph(L, a.g(), depth + 1);
       return;
     case A::FLOATS:
-      lua_createtable(L, a.floats_size(), 0);
+      lua_safe::create_table(L, a.floats_size(), 0);
       for (int k = 0; k < a.floats_size(); k++) {
         lua_pushnumber(L, a.floats(k));
         lua_rawseti(L, -2, k + 1);
       }
       return;
     case A::INTS:
-      lua_createtable(L, a.ints_size(), 0);
+      lua_safe::create_table(L, a.ints_size(), 0);
       for (int k = 0; k < a.ints_size(); k++) {
         lua_pushinteger(L, a.ints(k));
         lua_rawseti(L, -2, k + 1);
       }
       return;
     case A::STRINGS:
-      lua_createtable(L, a.strings_size(), 0);
+      lua_safe::create_table(L, a.strings_size(), 0);
       for (int k = 0; k < a.strings_size(); k++) {
-        lua_pushlstring(L, a.strings(k).data(), a.strings(k).size());
+        lua_safe::push_string(L, a.strings(k));
         lua_rawseti(L, -2, k + 1);
       }
       return;
     case A::TENSORS:
-      lua_createtable(L, a.tensors_size(), 0);
+      lua_safe::create_table(L, a.tensors_size(), 0);
       for (int k = 0; k < a.tensors_size(); k++) {
         push_tensor(L, decode_tensor(a.tensors(k), "onnx"));
         lua_rawseti(L, -2, k + 1);
       }
       return;
     case A::GRAPHS:
-      lua_createtable(L, a.graphs_size(), 0);
+      lua_safe::create_table(L, a.graphs_size(), 0);
       for (int k = 0; k < a.graphs_size(); k++) {
         push_graph(L, a.graphs(k), depth + 1);
         lua_rawseti(L, -2, k + 1);
@@ -411,72 +493,75 @@ void push_attribute_value(lua_State* L, const proto::AttributeProto& a, int dept
     default:
       // Sparse tensors and type protos: kept as their kind, so an op that
       // needs one says what it got.
-      lua_pushfstring(L, "<unsupported attribute type %d>", static_cast<int>(a.type()));
+      lua_safe::push_string(
+          L, fmt::format("<unsupported attribute type {}>", static_cast<int>(a.type())));
       return;
   }
 }
 
 void push_node(lua_State* L, const proto::NodeProto& node, int depth) {
-  lua_createtable(L, 0, 7);
+  lua_safe::create_table(L, 0, 7);
   set_string(L, "op_type", node.op_type());
   set_string(L, "domain", node.domain());
   set_string(L, "name", node.name());
   if (!node.doc_string().empty()) set_string(L, "doc_string", node.doc_string());
-  lua_createtable(L, node.input_size(), 0);
+  lua_safe::create_table(L, node.input_size(), 0);
   for (int k = 0; k < node.input_size(); k++) {
-    lua_pushlstring(L, node.input(k).data(), node.input(k).size());
+    lua_safe::push_string(L, node.input(k));
     lua_rawseti(L, -2, k + 1);
   }
-  lua_setfield(L, -2, "inputs");
-  lua_createtable(L, node.output_size(), 0);
+  lua_safe::set_field(L, -2, "inputs");
+  lua_safe::create_table(L, node.output_size(), 0);
   for (int k = 0; k < node.output_size(); k++) {
-    lua_pushlstring(L, node.output(k).data(), node.output(k).size());
+    lua_safe::push_string(L, node.output(k));
     lua_rawseti(L, -2, k + 1);
   }
-  lua_setfield(L, -2, "outputs");
-  lua_createtable(L, 0, node.attribute_size());
+  lua_safe::set_field(L, -2, "outputs");
+  lua_safe::create_table(L, 0, node.attribute_size());
   for (const proto::AttributeProto& attribute : node.attribute()) {
     check_stack(L, 8);
     push_attribute_value(L, attribute, depth);
-    lua_setfield(L, -2, attribute.name().c_str());
+    lua_safe::set_field(L, -2, attribute.name().c_str());
   }
-  lua_setfield(L, -2, "attributes");
+  lua_safe::set_field(L, -2, "attributes");
 }
 
 void push_value_infos(lua_State* L, const char* key,
                       const google::protobuf::RepeatedPtrField<proto::ValueInfoProto>& infos) {
-  lua_createtable(L, infos.size(), 0);
+  lua_safe::create_table(L, infos.size(), 0);
   int k = 1;
   for (const auto& info : infos) {
     push_value_info(L, info);
     lua_rawseti(L, -2, k++);
   }
-  lua_setfield(L, -2, key);
+  lua_safe::set_field(L, -2, key);
 }
 
 void push_graph(lua_State* L, const proto::GraphProto& graph, int depth) {
-  if (depth > 64) fail("onnx: subgraphs nested more than 64 deep");
+  if (depth > kMaxGraphDepth) {
+    fail("onnx: subgraphs nested too deeply (more than {} levels)", kMaxGraphDepth);
+  }
   check_stack(L, 16);
-  lua_createtable(L, 0, 7);
+  lua_safe::create_table(L, 0, 7);
   set_string(L, "name", graph.name());
   if (!graph.doc_string().empty()) set_string(L, "doc_string", graph.doc_string());
-  lua_createtable(L, graph.node_size(), 0);
+  lua_safe::create_table(L, graph.node_size(), 0);
   for (int k = 0; k < graph.node_size(); k++) {
     push_node(L, graph.node(k), depth);
     lua_rawseti(L, -2, k + 1);
   }
-  lua_setfield(L, -2, "nodes");
-  lua_createtable(L, graph.initializer_size(), 0);
+  lua_safe::set_field(L, -2, "nodes");
+  lua_safe::create_table(L, graph.initializer_size(), 0);
   for (int k = 0; k < graph.initializer_size(); k++) {
     const proto::TensorProto& t = graph.initializer(k);
-    lua_createtable(L, 0, 3);
+    lua_safe::create_table(L, 0, 3);
     set_string(L, "name", t.name());
     set_integer(L, "onnx_type", t.data_type());
     push_tensor(L, decode_tensor(t, "onnx"));
-    lua_setfield(L, -2, "tensor");
+    lua_safe::set_field(L, -2, "tensor");
     lua_rawseti(L, -2, k + 1);
   }
-  lua_setfield(L, -2, "initializers");
+  lua_safe::set_field(L, -2, "initializers");
   if (graph.sparse_initializer_size() > 0) {
     fail("onnx: graph '{}' has sparse initializers, which are not supported", graph.name());
   }
@@ -497,27 +582,36 @@ int decode_model(lua_State* L) {
   {
     const std::string bytes = check_bytes(L, 1, "onnx.load");
     if (bytes.empty()) fail("onnx.load: the file is empty, not an ONNX model");
-    if (!model.ParseFromString(bytes)) {
-      fail("onnx.load: not an ONNX model (the bytes do not parse as a ModelProto)");
+    if (bytes.size() > static_cast<size_t>(INT32_MAX)) {
+      fail("onnx.load: the model is larger than 2 GiB, which protobuf cannot parse");
+    }
+    google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                 static_cast<int>(bytes.size()));
+    input.SetRecursionLimit(kParseRecursionLimit);
+    if (!model.ParseFromCodedStream(&input) || !input.ConsumedEntireMessage()) {
+      fail(
+          "onnx.load: not an ONNX model (the bytes do not parse as a ModelProto, or its "
+          "messages are nested too deeply: more than {} subgraph levels)",
+          kMaxGraphDepth);
     }
   }
   if (!model.has_graph()) fail("onnx.load: the model has no graph");
-  lua_createtable(L, 0, 9);
+  lua_safe::create_table(L, 0, 9);
   set_integer(L, "ir_version", model.ir_version());
   set_string(L, "producer_name", model.producer_name());
   set_string(L, "producer_version", model.producer_version());
   set_string(L, "domain", model.domain());
   set_integer(L, "model_version", model.model_version());
   set_string(L, "doc_string", model.doc_string());
-  lua_createtable(L, 0, model.opset_import_size());
+  lua_safe::create_table(L, 0, model.opset_import_size());
   for (const auto& opset : model.opset_import()) {
     // "ai.onnx" is the default domain's other name.
     const std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
     set_integer(L, domain.c_str(), opset.version());
   }
-  lua_setfield(L, -2, "opset");
+  lua_safe::set_field(L, -2, "opset");
   push_graph(L, model.graph(), 0);
-  lua_setfield(L, -2, "graph");
+  lua_safe::set_field(L, -2, "graph");
   return 1;
 }
 
@@ -527,7 +621,7 @@ int decode_tensor_bytes(lua_State* L) {
     fail("onnx.read_tensor: not an ONNX tensor (the bytes do not parse as a TensorProto)");
   }
   push_tensor(L, decode_tensor(t, "onnx.read_tensor"));
-  lua_pushlstring(L, t.name().data(), t.name().size());
+  lua_safe::push_string(L, t.name());
   lua_pushinteger(L, t.data_type());
   return 3;
 }
@@ -536,7 +630,7 @@ int decode_tensor_bytes(lua_State* L) {
 
 // The string at key of the table at index, or "" when absent.
 std::string field_string(lua_State* L, int index, const char* key) {
-  lua_getfield(L, index, key);
+  lua_safe::read_field(L, index, key);
   std::string value;
   if (lua_type(L, -1) == LUA_TSTRING) {
     size_t length = 0;
@@ -551,7 +645,7 @@ std::string field_string(lua_State* L, int index, const char* key) {
 }
 
 int64_t field_integer(lua_State* L, int index, const char* key, int64_t fallback) {
-  lua_getfield(L, index, key);
+  lua_safe::read_field(L, index, key);
   int64_t value = fallback;
   if (lua_isinteger(L, -1)) {
     value = lua_tointeger(L, -1);
@@ -567,7 +661,7 @@ int64_t field_integer(lua_State* L, int index, const char* key, int64_t fallback
 // k = 1..n (nothing when the key is absent).
 template <typename Each>
 void for_each_in(lua_State* L, int index, const char* key, Each&& each) {
-  lua_getfield(L, index, key);
+  lua_safe::read_field(L, index, key);
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
     return;
@@ -586,21 +680,22 @@ void for_each_in(lua_State* L, int index, const char* key, Each&& each) {
   lua_pop(L, 1);
 }
 
-void encode_graph(lua_State* L, int index, proto::GraphProto* graph, int depth);
+void encode_graph(lua_State* L, int index, proto::GraphProto* graph, int depth,
+                  EncoderCharge& charge);
 
 void encode_value_info(lua_State* L, int index, proto::ValueInfoProto* info) {
   info->set_name(field_string(L, index, "name"));
   const std::string doc = field_string(L, index, "doc_string");
   if (!doc.empty()) info->set_doc_string(doc);
   auto* tensor_type = info->mutable_type()->mutable_tensor_type();
-  lua_getfield(L, index, "elem_type");
+  lua_safe::read_field(L, index, "elem_type");
   if (lua_type(L, -1) == LUA_TSTRING) {
     tensor_type->set_elem_type(onnx_type_for(parse_dtype(lua_tostring(L, -1))));
   } else if (lua_isinteger(L, -1)) {
     tensor_type->set_elem_type(static_cast<int>(lua_tointeger(L, -1)));
   }
   lua_pop(L, 1);
-  lua_getfield(L, index, "shape");
+  lua_safe::read_field(L, index, "shape");
   const bool has_shape = lua_istable(L, -1);
   lua_pop(L, 1);
   if (!has_shape) return;
@@ -618,7 +713,7 @@ void encode_value_info(lua_State* L, int index, proto::ValueInfoProto* info) {
 // The attribute whose value is on the stack top; `hint` names its type
 // when the value alone cannot ("ints" for an empty list).
 void encode_attribute(lua_State* L, const std::string& name, const std::string& hint,
-                      proto::AttributeProto* a, int depth) {
+                      proto::AttributeProto* a, int depth, EncoderCharge& charge) {
   using A = proto::AttributeProto;
   a->set_name(name);
   const int value = lua_gettop(L);
@@ -641,19 +736,19 @@ void encode_attribute(lua_State* L, const std::string& name, const std::string& 
     }
     case LUA_TUSERDATA:
       a->set_type(A::TENSOR);
-      encode_tensor(tensor_data(L, value, "onnx.export"), "", a->mutable_t());
+      encode_tensor(tensor_data(L, value, "onnx.export"), "", a->mutable_t(), charge);
       return;
     case LUA_TTABLE:
       break;
     default:
       fail("onnx: attribute '{}' has a {} value", name, luaL_typename(L, value));
   }
-  lua_getfield(L, value, "nodes");
+  lua_safe::read_field(L, value, "nodes");
   const bool is_graph = lua_istable(L, -1);
   lua_pop(L, 1);
   if (is_graph) {
     a->set_type(A::GRAPH);
-    encode_graph(L, value, a->mutable_g(), depth + 1);
+    encode_graph(L, value, a->mutable_g(), depth + 1, charge);
     return;
   }
   const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, value));
@@ -685,7 +780,7 @@ void encode_attribute(lua_State* L, const std::string& name, const std::string& 
       a->add_strings(top_string(L, "a string attribute"));
     } else if (first_type == LUA_TUSERDATA) {
       a->set_type(A::TENSORS);
-      encode_tensor(tensor_data(L, lua_gettop(L), "onnx.export"), "", a->add_tensors());
+      encode_tensor(tensor_data(L, lua_gettop(L), "onnx.export"), "", a->add_tensors(), charge);
     } else {
       fail("onnx: attribute '{}' mixes element types", name);
     }
@@ -698,7 +793,8 @@ void encode_attribute(lua_State* L, const std::string& name, const std::string& 
   }
 }
 
-void encode_node(lua_State* L, int index, proto::NodeProto* node, int depth) {
+void encode_node(lua_State* L, int index, proto::NodeProto* node, int depth,
+                 EncoderCharge& charge) {
   node->set_op_type(field_string(L, index, "op_type"));
   const std::string domain = field_string(L, index, "domain");
   if (!domain.empty()) node->set_domain(domain);
@@ -708,9 +804,9 @@ void encode_node(lua_State* L, int index, proto::NodeProto* node, int depth) {
   for_each_in(L, index, "inputs", [&](lua_Integer) { node->add_input(top_string(L, "an input")); });
   for_each_in(L, index, "outputs",
               [&](lua_Integer) { node->add_output(top_string(L, "an output")); });
-  lua_getfield(L, index, "attributes_types");
+  lua_safe::read_field(L, index, "attributes_types");
   const int hints = lua_gettop(L);
-  lua_getfield(L, index, "attributes");
+  lua_safe::read_field(L, index, "attributes");
   const int attributes = lua_gettop(L);
   if (lua_istable(L, attributes)) {
     // Sorted by name: the same model encodes to the same bytes.
@@ -725,32 +821,37 @@ void encode_node(lua_State* L, int index, proto::NodeProto* node, int depth) {
     for (const std::string& name : names) {
       std::string hint;
       if (lua_istable(L, hints)) {
-        lua_getfield(L, hints, name.c_str());
+        lua_safe::read_field(L, hints, name.c_str());
         if (lua_type(L, -1) == LUA_TSTRING) hint = lua_tostring(L, -1);
         lua_pop(L, 1);
       }
-      lua_getfield(L, attributes, name.c_str());
-      encode_attribute(L, name, hint, node->add_attribute(), depth);
+      lua_safe::read_field(L, attributes, name.c_str());
+      encode_attribute(L, name, hint, node->add_attribute(), depth, charge);
       lua_settop(L, attributes);
     }
   }
   lua_settop(L, hints - 1);
 }
 
-void encode_graph(lua_State* L, int index, proto::GraphProto* graph, int depth) {
-  if (depth > 64) fail("onnx: subgraphs nested more than 64 deep");
+void encode_graph(lua_State* L, int index, proto::GraphProto* graph, int depth,
+                  EncoderCharge& charge) {
+  if (depth > kMaxGraphDepth) {
+    fail("onnx: subgraphs nested too deeply (more than {} levels)", kMaxGraphDepth);
+  }
   check_stack(L, 16);
   index = lua_absindex(L, index);
   graph->set_name(field_string(L, index, "name"));
   const std::string doc = field_string(L, index, "doc_string");
   if (!doc.empty()) graph->set_doc_string(doc);
-  for_each_in(L, index, "nodes",
-              [&](lua_Integer) { encode_node(L, lua_gettop(L), graph->add_node(), depth); });
+  for_each_in(L, index, "nodes", [&](lua_Integer) {
+    encode_node(L, lua_gettop(L), graph->add_node(), depth, charge);
+  });
   for_each_in(L, index, "initializers", [&](lua_Integer) {
     const int entry = lua_gettop(L);
     const std::string name = field_string(L, entry, "name");
-    lua_getfield(L, entry, "tensor");
-    encode_tensor(tensor_data(L, lua_gettop(L), "onnx.export"), name, graph->add_initializer());
+    lua_safe::read_field(L, entry, "tensor");
+    encode_tensor(tensor_data(L, lua_gettop(L), "onnx.export"), name, graph->add_initializer(),
+                  charge);
   });
   for_each_in(L, index, "inputs",
               [&](lua_Integer) { encode_value_info(L, lua_gettop(L), graph->add_input()); });
@@ -760,8 +861,10 @@ void encode_graph(lua_State* L, int index, proto::GraphProto* graph, int depth) 
               [&](lua_Integer) { encode_value_info(L, lua_gettop(L), graph->add_value_info()); });
 }
 
-int encode_model(lua_State* L) {
-  if (!lua_istable(L, 1)) type_error(L, 1, "onnx.encode", "table (a model)");
+// The model table at 1 as ModelProto bytes, charged to `bytes_charge`;
+// the ModelProto and its charge are gone when this returns.
+std::string encode_model_bytes(lua_State* L, EncoderCharge& bytes_charge) {
+  EncoderCharge charge;
   proto::ModelProto model;
   model.set_ir_version(field_integer(L, 1, "ir_version", 8));
   model.set_producer_name(field_string(L, 1, "producer_name"));
@@ -771,7 +874,7 @@ int encode_model(lua_State* L) {
   model.set_model_version(field_integer(L, 1, "model_version", 0));
   const std::string doc = field_string(L, 1, "doc_string");
   if (!doc.empty()) model.set_doc_string(doc);
-  lua_getfield(L, 1, "opset");
+  lua_safe::read_field(L, 1, "opset");
   if (lua_istable(L, -1)) {
     std::vector<std::pair<std::string, int64_t>> opsets;
     lua_pushnil(L);
@@ -790,13 +893,21 @@ int encode_model(lua_State* L) {
     }
   }
   lua_pop(L, 1);
-  lua_getfield(L, 1, "graph");
+  lua_safe::read_field(L, 1, "graph");
   if (!lua_istable(L, -1)) fail("onnx: the model has no graph table");
-  encode_graph(L, lua_gettop(L), model.mutable_graph(), 0);
+  encode_graph(L, lua_gettop(L), model.mutable_graph(), 0, charge);
   lua_pop(L, 1);
+  bytes_charge.add(static_cast<int64_t>(model.ByteSizeLong()), "the serialized model");
   std::string bytes;
   if (!model.SerializeToString(&bytes)) fail("onnx: the model does not serialize");
-  lua_pushlstring(L, bytes.data(), bytes.size());
+  return bytes;
+}
+
+int encode_model(lua_State* L) {
+  if (!lua_istable(L, 1)) type_error(L, 1, "onnx.encode", "table (a model)");
+  EncoderCharge charge;
+  const std::string bytes = encode_model_bytes(L, charge);
+  lua_safe::push_string(L, bytes);
   return 1;
 }
 
@@ -809,10 +920,12 @@ int encode_tensor_bytes(lua_State* L) {
     name = top_string(L, "a tensor name");
     lua_pop(L, 1);
   }
-  encode_tensor(value, name, &t);
+  EncoderCharge charge;
+  encode_tensor(value, name, &t, charge);
   std::string bytes;
+  charge.add(static_cast<int64_t>(t.ByteSizeLong()), "the serialized tensor");
   t.SerializeToString(&bytes);
-  lua_pushlstring(L, bytes.data(), bytes.size());
+  lua_safe::push_string(L, bytes);
   return 1;
 }
 
