@@ -461,7 +461,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, PadMode mode, Scal
       fail("pad: pads {} and {} crop more than the {} elements of dim {}", left, right, n, dim + 1);
     }
     if (size > kMaxElements) {
-      fail("pad: pads {} and {} make dim {} too large (the limit is 2^40 elements)", left, right,
+      fail("pad: pads {} and {} give dim {} too many elements (the limit is 2^40)", left, right,
            dim + 1);
     }
     padded[dim] = static_cast<int64_t>(size);
