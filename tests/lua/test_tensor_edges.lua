@@ -137,6 +137,8 @@ h.test("a fill with NaN, inf or out-of-range into an integer tensor is the cast'
   h.err(function() return tensor.full({2}, 2 ^ 31, {dtype = "i32"}):tolist() end,
         "full: 2147483648 has no i32 value")
   h.err(function() t:fill_(1e19) end, "fill_: 1e+19 has no i64 value")
+  h.err(function() t[1] = nan end, "nan has no i64 value")
+  h.err(function() return tensor.new(inf, {dtype = "i64"}):tolist() end, "inf has no i64 value")
   h.err(function() return tensor.pad(t, {1, 0}, {value = nan}):tolist() end,
         "pad: nan has no i64 value")
   -- The same as the cast of such a value.
