@@ -45,7 +45,8 @@ Tensor index_tensor(Context* context, const std::vector<int64_t>& positions, con
 // one element (which keeps its gradient).
 Tensor fill_value(lua_State* L, int arg, const Tensor& self, const char* function) {
   if (!to_tensor(L, arg)) {
-    return scalar_tensor(self->context.get(), check_scalar(L, arg, function), self->dtype);
+    return scalar_tensor(self->context.get(), check_scalar(L, arg, function), self->dtype,
+                         function);
   }
   const Tensor& value = check_tensor(L, arg, function);
   if (value->shape.rank() != 0) {
@@ -179,8 +180,8 @@ void mask_assign(lua_State* L, const Tensor& self, const Tensor& mask, int value
   const Tensor wide_mask = reshape(mask, mask_shape);
   if (!to_tensor(L, value_arg)) {
     autograd::check_in_place(self, "newindex");
-    const Tensor value =
-        scalar_tensor(self->context.get(), check_scalar(L, value_arg, "newindex"), self->dtype);
+    const Tensor value = scalar_tensor(self->context.get(), check_scalar(L, value_arg, "newindex"),
+                                       self->dtype, "newindex");
     copy_(self, where(wide_mask, value, self));
     return;
   }

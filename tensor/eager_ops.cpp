@@ -120,7 +120,19 @@ DType binary_compute_dtype(BinaryOp op, DType promoted) {
 
 // ---- Factories ----
 
+void check_storable(Scalar value, DType dtype, const char* op) {
+  if (value.is_integer || is_floating(dtype) || dtype == DType::boolean) return;
+  const double v = value.value;  // the bounds of fits_integer, in double
+  const bool fits =
+      dtype == DType::i32 ? v > -0x1p31 - 1 && v < 0x1p31 : v >= -0x1p63 && v < 0x1p63;
+  if (!fits) {
+    fail("{}: {} has no {} value (NaN, infinite or out of range)", op,
+         std::isnan(v) ? "nan" : fmt::format("{}", v), dtype_name(dtype));
+  }
+}
+
 Array full(const Shape& shape, Scalar value, DType dtype) {
+  check_storable(value, dtype, "full");
   Array out = Array::empty(shape, dtype, "full");
   if (value.is_integer && !is_floating(dtype)) {
     if (!in_meta_scope()) fill_kernel_int(out, value.integer);
@@ -158,7 +170,14 @@ Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype)
     count = steps > 0 ? static_cast<int64_t>(steps) : 0;
   }
   Array out = Array::empty(Shape{count}, type, "arange");
-  if (!in_meta_scope()) arange_kernel(out, start.value, step.value);
+  if (in_meta_scope()) return out;
+  // Integer ranges fill from the exact integers: through doubles, values
+  // past 2^53 (and start = mininteger, step near the limits) come out wrong.
+  if (all_integers) {
+    arange_kernel_int(out, start.integer, step.integer);
+  } else {
+    arange_kernel(out, start.value, step.value);
+  }
   return out;
 }
 
@@ -292,6 +311,25 @@ void check_bounds(const char* op, DType type, std::optional<Scalar> low,
     if (bound && !is_floating(type) && std::isnan(bound->value))
       fail("{}: a NaN bound for a {} tensor (its values cannot be NaN)", op, dtype_name(type));
   }
+  if (is_floating(type)) return;
+  // A low bound above the integer dtype's range (a high one below it) is
+  // the value of every element, which the dtype cannot hold: an error, as a
+  // fill with it is, not a saturated value. Bounds on the other side of the
+  // range (+-inf included) clamp nothing and are fine.
+  const bool i32 = type == DType::i32;
+  const auto beyond = [&](Scalar bound, bool is_low) {
+    if (bound.is_integer && !i32) return false;
+    if (bound.is_integer) return is_low ? bound.integer > INT32_MAX : bound.integer < INT32_MIN;
+    if (is_low) return i32 ? bound.value > 0x1p31 - 1 : bound.value >= 0x1p63;
+    return i32 ? bound.value < -0x1p31 : bound.value < -0x1p63;
+  };
+  for (const bool is_low : {true, false}) {
+    const std::optional<Scalar>& bound = is_low ? low : high;
+    if (!bound || !beyond(*bound, is_low)) continue;
+    fail("{}: {} has no {} value (NaN, infinite or out of range)", op,
+         bound->is_integer ? fmt::format("{}", bound->integer) : fmt::format("{}", bound->value),
+         dtype_name(type));
+  }
 }
 
 }  // namespace
@@ -364,15 +402,7 @@ void clamp_(const Array& self, std::optional<Scalar> low, std::optional<Scalar> 
 
 void fill_(const Array& self, Scalar value) {
   check_writable(self, "fill_");
-  if (!value.is_integer && !is_floating(self.dtype) && self.dtype != DType::boolean) {
-    const double v = value.value;  // the bounds of fits_integer, in double
-    const bool fits =
-        self.dtype == DType::i32 ? v > -0x1p31 - 1 && v < 0x1p31 : v >= -0x1p63 && v < 0x1p63;
-    if (!fits) {
-      fail("fill_: {} has no {} value (NaN, infinite or out of range)",
-           std::isnan(v) ? "nan" : fmt::format("{}", v), dtype_name(self.dtype));
-    }
-  }
+  check_storable(value, self.dtype, "fill_");
   if (value.is_integer && !is_floating(self.dtype)) {
     if (!in_meta_scope()) fill_kernel_int(self, value.integer);
   } else {

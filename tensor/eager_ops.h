@@ -40,6 +40,12 @@ DType binary_compute_dtype(BinaryOp op, DType promoted);
 // i32 (it would wrap): an Error naming the op otherwise.
 void check_scalar_fits(BinaryOp op, Scalar value, DType compute);
 
+// A number stored into a tensor of `dtype` (a fill, a masked fill, a
+// constant): a float with no value of an integer dtype (NaN, +-inf, beyond
+// its range) is an Error naming `op`, the one a cast of it gives, not a
+// silent 0 or wrapped value.
+void check_storable(Scalar value, DType dtype, const char* op);
+
 // Factories.
 Array full(const Shape& shape, Scalar value, DType dtype);
 Array arange(Scalar start, Scalar stop, Scalar step, std::optional<DType> dtype);

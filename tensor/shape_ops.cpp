@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "checked.h"
+
 namespace lazylua::shape_ops {
 namespace {
 
@@ -62,6 +64,9 @@ Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* function) {
     fail("{}: expects a tensor with at least 2 dimensions, got shape {}", function,
          shape_string(a->shape));
   }
+  // (An empty tensor needs no offsets, which for a dim of 2^40 next to a 0
+  // would be 8 TB.)
+  if (numel(a->shape) == 0) return autograd::clone(a);
   const Tensor offsets = diagonal_offsets(a, a->shape[rank - 2], a->shape[rank - 1]);
   const Tensor keep =
       lazylua::binary(lower ? BinaryOp::le : BinaryOp::ge, offsets, Scalar::from_integer(k));
@@ -106,7 +111,9 @@ std::vector<Tensor> split_sizes(const Tensor& a, const std::vector<int64_t>& siz
   int64_t total = 0;
   for (int64_t size : sizes) {
     if (size < 0) fail("split: sizes must be >= 0, got {}", size);
-    total += size;
+    if (add_overflows(total, size, &total)) {
+      fail("split: sizes add up to more than the {} elements of dim {}", extent, dim + 1);
+    }
   }
   if (total != extent) {
     fail("split: sizes add up to {}, but dim {} has {} elements", total, dim + 1, extent);
@@ -136,7 +143,9 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int dim) {
   const int64_t extent = a->shape[dim];
   // An empty dim gives `chunks` empty parts, as in PyTorch.
   if (extent == 0) return split_sizes(a, std::vector<int64_t>(static_cast<size_t>(chunks), 0), dim);
-  return split(a, (extent + chunks - 1) / chunks, dim);
+  // The ceiling of extent / chunks without extent + chunks - 1, which
+  // overflows for chunks near math.maxinteger (one chunk then, as PyTorch).
+  return split(a, extent / chunks + (extent % chunks != 0), dim);
 }
 
 std::vector<Tensor> unbind(const Tensor& a, int dim) {
@@ -380,8 +389,12 @@ Tensor pad_constant(const Tensor& a, int dim, int64_t left, int64_t right, Scala
   return parts.size() == 1 ? a : autograd::cat(parts, dim);
 }
 
-// The other modes pick, for each output position j in [-left, n + right),
-// the input element the mode maps it to: one index_select per dim.
+// The other modes add, on each side, a block taken from the input: copies
+// of the edge element (replicate, an expand), the mirror image without the
+// edge (reflect, a flipped narrow) or the far end (circular, a narrow).
+// None of them builds a table of positions as long as the padded dim (a
+// replicate pad of 2^28 would be gigabytes of host memory before the output,
+// which the memory limit counts, is even allocated).
 Tensor pad_indexed(const Tensor& a, int dim, int64_t left, int64_t right, PadMode mode) {
   left = std::max<int64_t>(left, 0);
   right = std::max<int64_t>(right, 0);
@@ -389,9 +402,6 @@ Tensor pad_indexed(const Tensor& a, int dim, int64_t left, int64_t right, PadMod
   const int64_t n = a->shape[dim];
   const char* name = pad_mode_name(mode);
   if (n == 0) fail("pad: {} padding of an empty dim ({})", name, dim + 1);
-  Shape padded = a->shape;
-  padded[dim] = n + left + right;
-  checked_numel(padded, "pad");
   const int64_t most = std::max(left, right);
   if (mode == PadMode::reflect && most >= n) {
     fail("pad: reflect padding of {} on dim {} of size {} (it must be less than the size)", most,
@@ -401,19 +411,30 @@ Tensor pad_indexed(const Tensor& a, int dim, int64_t left, int64_t right, PadMod
     fail("pad: circular padding of {} on dim {} of size {} (it must be at most the size)", most,
          dim + 1, n);
   }
-  std::vector<int64_t> positions;
-  for (int64_t j = -left; j < n + right; j++) {
-    int64_t source = j;
-    if (mode == PadMode::reflect) {
-      source = j < 0 ? -j : (j >= n ? 2 * (n - 1) - j : j);
-    } else if (mode == PadMode::replicate) {
-      source = std::clamp<int64_t>(j, 0, n - 1);
-    } else {
-      source = ((j % n) + n) % n;
+  // The block of `count` elements before (the left side) or after the input.
+  auto block = [&](int64_t count, bool before) {
+    switch (mode) {
+      case PadMode::replicate: {
+        Shape shape = a->shape;
+        shape[dim] = count;
+        return autograd::expand(autograd::narrow(a, dim, before ? 0 : n - 1, 1), shape);
+      }
+      case PadMode::reflect:
+        // Position -j is input j (j = count..1); position n - 1 + j is n - 1 - j.
+        return autograd::flip(autograd::narrow(a, dim, before ? 1 : n - 1 - count, count), {dim});
+      case PadMode::circular:
+        return autograd::narrow(a, dim, before ? n - count : 0, count);
+      case PadMode::constant:
+        break;  // pad_constant's
     }
-    positions.push_back(source);
-  }
-  return autograd::index_select(a, dim, positions_tensor(a, positions));
+    LAZYLUA_ASSERT(false);
+    return a;
+  };
+  std::vector<Tensor> parts;
+  if (left > 0) parts.push_back(block(left, true));
+  parts.push_back(a);
+  if (right > 0) parts.push_back(block(right, false));
+  return autograd::cat(parts, dim);
 }
 
 }  // namespace
@@ -424,15 +445,33 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, PadMode mode, Scal
   if (static_cast<int>(pads.size() / 2) > rank) {
     fail("pad: {} pairs of pads for a tensor of {} dimensions", pads.size() / 2, rank);
   }
+  if (mode == PadMode::constant) ops::check_storable(value, a->dtype, "pad");
+  // The padded shape first, in 128 bits (a pad may be anything from
+  // math.mininteger to math.maxinteger), checked whole before any work.
+  Shape padded = a->shape;
+  for (size_t pair = 0; pair < pads.size() / 2; pair++) {
+    const int dim = rank - 1 - static_cast<int>(pair);
+    const int64_t n = a->shape[dim], left = pads[2 * pair], right = pads[2 * pair + 1];
+    const __int128 size = static_cast<__int128>(n) + left + right;
+    if (size < 0) {
+      fail("pad: pads {} and {} leave a negative size on dim {} of size {}", left, right, dim + 1,
+           n);
+    }
+    if (left < -n || right < -n) {
+      fail("pad: pads {} and {} crop more than the {} elements of dim {}", left, right, n, dim + 1);
+    }
+    if (size > kMaxElements) {
+      fail("pad: pads {} and {} give dim {} too many elements (the limit is 2^40)", left, right,
+           dim + 1);
+    }
+    padded[dim] = static_cast<int64_t>(size);
+  }
+  checked_numel(padded, "pad");
   Tensor out = a;
   for (size_t pair = 0; pair < pads.size() / 2; pair++) {
     const int dim = rank - 1 - static_cast<int>(pair);
     const int64_t left = pads[2 * pair], right = pads[2 * pair + 1];
     if (left == 0 && right == 0) continue;
-    if (out->shape[dim] + left + right < 0) {
-      fail("pad: pads {} and {} leave a negative size on dim {} of size {}", left, right, dim + 1,
-           out->shape[dim]);
-    }
     out = crop(out, dim, left, right);
     out = mode == PadMode::constant ? pad_constant(out, dim, left, right, value)
                                     : pad_indexed(out, dim, left, right, mode);

@@ -39,7 +39,8 @@ Tensor make_tensor(Context* context, Array data) {
   return Tensor(new TensorImpl(context, data));
 }
 
-Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype) {
+Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype, const char* op) {
+  ops::check_storable(value, dtype, op);
   if (context->eager) return make_tensor(context, ops::full(Shape{}, value, dtype));
   return Tensor(new TensorImpl(context, make_scalar(value, dtype, context->current_location())));
 }
@@ -760,12 +761,15 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
 std::vector<std::pair<int, Tensor>> flip_steps(const Tensor& a, const std::vector<int>& dims) {
   std::vector<bool> seen(a->shape.rank(), false);
   std::vector<std::pair<int, Tensor>> steps;
+  // An empty tensor is its own flip: no positions, which for a dim of 2^40
+  // next to a 0 would be 8 TB.
+  const bool empty = numel(a->shape) == 0;
   for (int dim : dims) {
     LAZYLUA_ASSERT(dim >= 0 && dim < a->shape.rank());
     if (seen[dim]) fail("flip: dim {} appears more than once", dim + 1);
     seen[dim] = true;
     const int64_t n = a->shape[dim];
-    if (n <= 1) continue;
+    if (n <= 1 || empty) continue;
     using ops::Scalar;
     // index_select takes 1-based positions, as the Lua API does.
     const Array reversed = ops::arange(Scalar::from_integer(n), Scalar::from_integer(0),

@@ -80,7 +80,9 @@ using Tensor = Ref<TensorImpl>;
 Tensor make_tensor(Context* context, Array data);
 // A Lua number as a 0-d tensor of `dtype`: data in eager mode, a scalar
 // (or constant 0/1) node in lazy mode.
-Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype);
+// `op` names the function in the error for a value `dtype` cannot hold
+// (ops::check_storable).
+Tensor scalar_tensor(Context* context, ops::Scalar value, DType dtype, const char* op = "cast");
 
 // The tensor's current IR value (lazy mode): its pending node, its data as a
 // parameter, or for a view the steps applied to its base's value.

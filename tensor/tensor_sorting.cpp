@@ -146,6 +146,12 @@ std::pair<Tensor, Tensor> cummax_cummin(bool is_max, const Tensor& a, int dim) {
   const Tensor x = as_vector(a);
   Context* context = x->context.get();
   const int64_t n = x->shape[dim];
+  // An empty tensor needs no positions (for a dim of 2^40 next to a 0 they
+  // would be 8 TB): its values, and indices of the same empty shape.
+  if (numel(x->shape) == 0) {
+    const Tensor none = make_tensor(context, Array::empty(x->shape, DType::i64));
+    return {like_rank(autograd::clone(x), a), index_like_rank(none, a)};
+  }
   // Positions 1..n along dim, for every line.
   Shape along = Shape::filled(x->shape.rank(), 1);
   along[dim] = n;

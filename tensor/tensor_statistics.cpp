@@ -70,6 +70,12 @@ Tensor norm(const Tensor& a, double p, std::optional<int> dim, bool keepdim) {
   const Tensor x = as_floating(a);
   const Tensor magnitude = autograd::unary(UnaryOp::abs, x);
   if (std::isinf(p)) {
+    if (extent_of(x, dim) == 0) {
+      // As PyTorch: max and min of nothing have no value.
+      fail("norm: the {} norm of an empty {} has no value (shape {})", p > 0 ? "inf" : "-inf",
+           dim ? fmt::format("dimension {}", *dim + 1) : std::string("tensor"),
+           shape_string(a->shape));
+    }
     // The gradient of max and min is split evenly among ties, as PyTorch's.
     return autograd::reduce(p > 0 ? ReduceOp::max : ReduceOp::min, magnitude, dim, keepdim);
   }
@@ -81,11 +87,31 @@ Tensor norm(const Tensor& a, double p, std::optional<int> dim, bool keepdim) {
   if (p == 2)
     return sqrt_with_zero_slope(
         autograd::reduce(ReduceOp::sum, autograd::binary(BinaryOp::mul, x, x), dim, keepdim));
-  const Tensor powers = autograd::binary(BinaryOp::pow, magnitude, Scalar::from_double(p));
-  return root_with_zero_slope_at_zero(
-      autograd::reduce(ReduceOp::sum, powers, dim, keepdim), [p](const Tensor& t) {
+  // (sum |x|^p)^(1/p) overflows for a large |p| when the norm itself is an
+  // ordinary number ({1, 2} with p = 1e300 gives inf^0 = 1 in f32, not 2).
+  // It is computed as s * (sum (|x|/s)^p)^(1/p), s the largest |x| of the
+  // line (the smallest for p < 0): each term is at most 1 (at least 1), the
+  // sum between 1 and n. The result is the same function of x for any
+  // s > 0, so s carries no gradient (as logsumexp's shift). s is 1 where it
+  // is 0, infinite or NaN, and for an empty line: the plain formula.
+  Tensor scale = constant_like(x, 1);
+  if (extent_of(x, dim) > 0) {
+    const Tensor extreme = lazylua::reduce(p > 0 ? ReduceOp::max : ReduceOp::min,
+                                           lazylua::unary(UnaryOp::abs, x), dim, true);
+    const Tensor usable = lazylua::binary(
+        BinaryOp::logical_and, lazylua::binary(BinaryOp::gt, extreme, Scalar::from_integer(0)),
+        lazylua::binary(BinaryOp::lt, extreme,
+                        Scalar::from_double(std::numeric_limits<double>::infinity())));
+    scale = lazylua::where(usable, extreme, constant_like(x, 1));
+  }
+  const Tensor ratios = autograd::binary(BinaryOp::div, magnitude, scale);
+  const Tensor powers = autograd::binary(BinaryOp::pow, ratios, Scalar::from_double(p));
+  const Tensor root = root_with_zero_slope_at_zero(
+      autograd::reduce(ReduceOp::sum, powers, dim, true), [p](const Tensor& t) {
         return autograd::binary(BinaryOp::pow, t, Scalar::from_double(1 / p));
       });
+  const Tensor result = autograd::binary(BinaryOp::mul, root, scale);
+  return keepdim ? result : drop_kept_dim(result, dim);
 }
 
 Tensor logsumexp(const Tensor& a, std::optional<int> dim, bool keepdim) {

@@ -274,33 +274,41 @@ void where_loop(const Array& cond, const Array& a, const Array& b, const Array& 
   });
 }
 
-// dst[i] = start + i * step, computed in T's arithmetic class: exactly in
-// wrapping int64 when T is an integer and start, step are integers;
+// dst[i] = first + i * increment, exactly: the sum is done in wrapping
+// uint64 (defined), and every dst[i] lies between the range's start and
+// stop, so it is the exact int64 value, converted once to T.
+template <typename T>
+void arange_integer_loop(const Array& dst, int64_t start, int64_t step) {
+  T* output = dst.data<T>();
+  const uint64_t first = static_cast<uint64_t>(start);
+  const uint64_t increment = static_cast<uint64_t>(step);
+  parallel_for(dst.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      output[i] =
+          convert<T, int64_t>(static_cast<int64_t>(first + static_cast<uint64_t>(i) * increment));
+    }
+  });
+}
+
+// dst[i] = start + i * step for double start and step: exactly as above when
+// T is an integer and start, step are integral doubles below 2^63;
 // otherwise in double, then converted like copy_kernel does.
 template <typename T>
 void arange_loop(const Array& dst, double start, double step) {
-  T* output = dst.data<T>();
-  const int64_t n = dst.numel();
   constexpr double kTwo63 = 9223372036854775808.0;
   const bool exact_integers = std::is_integral_v<T> && start == std::trunc(start) &&
                               step == std::trunc(step) && std::fabs(start) < kTwo63 &&
                               std::fabs(step) < kTwo63;
   if (exact_integers) {
-    const uint64_t first = static_cast<uint64_t>(static_cast<int64_t>(start));
-    const uint64_t increment = static_cast<uint64_t>(static_cast<int64_t>(step));
-    parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        output[i] =
-            convert<T, int64_t>(static_cast<int64_t>(first + static_cast<uint64_t>(i) * increment));
-      }
-    });
-  } else {
-    parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        output[i] = convert<T, double>(start + static_cast<double>(i) * step);
-      }
-    });
+    arange_integer_loop<T>(dst, static_cast<int64_t>(start), static_cast<int64_t>(step));
+    return;
   }
+  T* output = dst.data<T>();
+  parallel_for(dst.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      output[i] = convert<T, double>(start + static_cast<double>(i) * step);
+    }
+  });
 }
 
 }  // namespace
@@ -344,6 +352,12 @@ void fill_kernel_int(const Array& dst, int64_t value) {
 void arange_kernel(const Array& dst, double start, double step) {
   LAZYLUA_ASSERT(dst.rank() == 1 && (dst.numel() <= 1 || dst.strides[0] == 1));
   visit_storage(dst.dtype, [&](auto type) { arange_loop<decltype(type)>(dst, start, step); });
+}
+
+void arange_kernel_int(const Array& dst, int64_t start, int64_t step) {
+  LAZYLUA_ASSERT(dst.rank() == 1 && (dst.numel() <= 1 || dst.strides[0] == 1));
+  visit_storage(dst.dtype,
+                [&](auto type) { arange_integer_loop<decltype(type)>(dst, start, step); });
 }
 
 std::optional<double> first_without_integer_value(const Array& src, DType to) {

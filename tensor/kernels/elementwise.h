@@ -87,6 +87,9 @@ void fill_kernel_int(const Array& dst, int64_t value);  // exact for i64
 // integral start and step are computed exactly in int64; otherwise in
 // double, then converted by copy_kernel's rules.
 void arange_kernel(const Array& dst, double start, double step);
+// The same for an integer range: every value exact in int64 (whatever its
+// size: no double in between), converted once to dst's dtype.
+void arange_kernel_int(const Array& dst, int64_t start, int64_t step);
 
 // True if any element is nonzero / all elements are nonzero (any dtype, any
 // strides; NaN is nonzero, -0.0 is zero; an empty array has none / all).
