@@ -486,6 +486,10 @@ void KernelWriter::elementwise(const std::vector<int>& roots) {
     graph_->add_root(root, node);
     values.push_back(node);
   }
+  // Fusion joined these roots only if none is read where it is not being
+  // written (Fuser::can_join builds this same graph); a load of such an
+  // element would see the slot before the store (KernelGraph::read).
+  LAZYLUA_ASSERT(!graph_->reads_own_output);
   Affine write{0, std::vector<int64_t>(shape.rank(), 0)};
   const Strides strides = contiguous_strides(shape);
   for (int d = 0; d < shape.rank(); d++) write.coef[d] = shape[d] == 1 ? 0 : strides[d];

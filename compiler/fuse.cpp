@@ -273,7 +273,8 @@ class Fuser {
   }
 
   // One loop can write `root` after the kernel's roots when it has their
-  // shape and reads them only where it writes.
+  // shape and reads them only where it writes (there it reads the value
+  // computed in the loop, never the slot: KernelGraph::read).
   bool can_join(const FusedStep& kernel, int root, const std::vector<Layout>& layouts) const {
     const Shape& shape = at(root).shape;
     if (at(kernel.roots[0]).shape != shape) return false;

@@ -225,6 +225,37 @@ int KernelGraph::compute(int instruction, const IndexMap& map) {
   return evaluate(instruction, map, false);
 }
 
+// Every read of a slot goes through here (a gather checks the same in
+// indexed_read), so that a kernel never loads from a slot it writes
+// (docs/architecture.md §5, "Schedule / fuse"). A kernel computes all of an
+// element's values, then stores them: a load of a root's slot would see
+// what the slot held before the kernel ran (uninitialized memory, or the
+// element another iteration wrote). So a read of a root at the element
+// being written is the root's own node (the value in a register), whatever
+// chain of views led there (a permute of extent-1 dims and a flatten come
+// back to the identity), and a read anywhere else marks the kernel as
+// reading its own output, which fusion refuses (can_join) and codegen
+// asserts against.
+int KernelGraph::read(int instruction, int base, const Affine& offset, const IndexMap& map,
+                      bool memoize) {
+  auto root = roots_.find(base);
+  if (root != roots_.end()) {
+    Affine identity = normalized(Affine{0, {}});
+    const Strides strides = contiguous_strides(dims_);
+    for (int d = 0; d < dims_.rank(); d++) identity.coef[d] = dims_[d] == 1 ? 0 : strides[d];
+    if (offset == identity) return root->second;
+    reads_own_output = true;
+  }
+  KernelNode node;
+  node.kind = KernelNode::Kind::read;
+  node.instruction = instruction;
+  node.dtype = program_.instructions[instruction].dtype;
+  node.base = base;
+  node.offset = offset;
+  node.invariant = offset.invariant();
+  return add(std::move(node), map, memoize);
+}
+
 int KernelGraph::evaluate(int instruction, const IndexMap& map, bool use_layout) {
   std::vector<int64_t> key;
   for (const Affine& affine : map) {
@@ -239,23 +270,7 @@ int KernelGraph::evaluate(int instruction, const IndexMap& map, bool use_layout)
   const Instruction& in = program_.instructions[instruction];
   const Layout& layout = layouts_[instruction];
   if (use_layout && layout.defined()) {
-    const Affine offset = offset_of(layout, map);
-    auto root = roots_.find(layout.base);
-    if (root != roots_.end()) {
-      Affine identity = normalized(Affine{0, {}});
-      const Strides strides = contiguous_strides(dims_);
-      for (int d = 0; d < dims_.rank(); d++) identity.coef[d] = dims_[d] == 1 ? 0 : strides[d];
-      if (offset == identity) return root->second;
-      reads_own_output = true;
-    }
-    KernelNode node;
-    node.kind = KernelNode::Kind::read;
-    node.instruction = instruction;
-    node.dtype = in.dtype;
-    node.base = layout.base;
-    node.offset = offset;
-    node.invariant = offset.invariant();
-    return add(std::move(node), map, true);
+    return read(instruction, layout.base, offset_of(layout, map), map, true);
   }
   if (in.op == Op::constant) {
     KernelNode node;
@@ -279,14 +294,8 @@ int KernelGraph::evaluate(int instruction, const IndexMap& map, bool use_layout)
       input.strides = input_layout.strides;
       input.offset = input_layout.offset;
       const Array view = input.try_reshape_view(in.shape);
-      KernelNode node;
-      node.kind = KernelNode::Kind::read;
-      node.instruction = instruction;
-      node.dtype = in.dtype;
-      node.base = input_layout.base;
-      node.offset = offset_of({input_layout.base, view.offset, view.strides}, map);
-      node.invariant = node.offset.invariant();
-      return add(std::move(node), map, use_layout);
+      return read(instruction, input_layout.base,
+                  offset_of({input_layout.base, view.offset, view.strides}, map), map, use_layout);
     }
     const int id = value(in.inputs[0], input_map);
     if (use_layout) memo_[{instruction, key}] = id;

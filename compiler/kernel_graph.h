@@ -136,6 +136,9 @@ class KernelGraph {
  private:
   int add(KernelNode node, const IndexMap& map, bool memoize);
   int evaluate(int instruction, const IndexMap& map, bool use_layout);
+  // `instruction` read from the slot of `base` at `offset`: the one place
+  // that makes read nodes, and that checks reads of this kernel's roots.
+  int read(int instruction, int base, const Affine& offset, const IndexMap& map, bool memoize);
   int indexed_read(int instruction, const IndexMap& map, bool use_layout);
   int scatter(int instruction, const IndexMap& map, bool use_layout);
   Affine normalized(Affine affine) const;

@@ -12,7 +12,7 @@
 # build-sanitize/lazylua), FUZZ_MODES (default "background sync"),
 # FUZZ_BATCH (programs per process, default 50), FUZZ_TIMEOUT (seconds per
 # process, default 900; a hang is a failure), FUZZ_FAMILY (only one of
-# alias, autograd, scan), FUZZ_MEMORY_KB (address space per process, default
+# alias, autograd, scan, viewchain), FUZZ_MEMORY_KB (address space per process, default
 # 8000000: a runaway fails instead of filling the machine; not applied to a
 # build with AddressSanitizer, whose shadow memory needs terabytes of it).
 set -u

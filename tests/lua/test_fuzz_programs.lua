@@ -1,5 +1,5 @@
 -- test_fuzz_programs.lua - the differential fuzzer: seeded random programs
--- of three families, each generated eagerly, then replayed eagerly and in
+-- of four families, each generated eagerly, then replayed eagerly and in
 -- this process's mode, which must agree (fuzz_common.lua says how):
 --   alias     in-place writes through chains of views, overlapping
 --             operands, reads of every alias (fuzz_alias.lua)
@@ -7,6 +7,9 @@
 --             SGD step and a second round (fuzz_autograd.lua)
 --   scan      tensor.scan with random bodies, with and without gradients
 --             (fuzz_scan.lua)
+--   viewchain in-place writes through a permute of extent-1 dims and a
+--             flattening, then reads of the views and their bases
+--             (fuzz_viewchain.lua)
 -- Shapes are often hostile: 0 extents, runs of 1 that broadcast, and large
 -- tensors. ctest runs this file lazily (a graph runs interpreted until its
 -- native code is ready), with LAZYLUA_COMPILE=sync (every graph compiled)
@@ -28,6 +31,7 @@ local FAMILIES = {
   dofile("fuzz_alias.lua")(fc),
   dofile("fuzz_autograd.lua")(fc),
   dofile("fuzz_scan.lua")(fc),
+  dofile("fuzz_viewchain.lua")(fc),
 }
 
 local SEED = math.tointeger(tonumber(os.getenv("LAZYLUA_FUZZ_SEED") or "")) or 1

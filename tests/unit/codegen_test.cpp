@@ -531,6 +531,40 @@ TEST_F(Fuse, IntegerDivisionSeenThroughASliceIsStored) {
   check(recorded, 0, 0);
 }
 
+// A view chain over an output that comes back to the element being written
+// (the write-back of an in-place op through a permute of extent-1 dims and
+// a flatten, audit M0) shares the output's loop and reads the value the
+// loop computed, never the output's slot before the store (run_plan fills
+// new slots with garbage). A chain that reaches other elements is computed
+// in kernels of its own, after the store.
+TEST_F(Fuse, ViewChainsOverAnOutputReadTheComputedValue) {
+  struct Chain {
+    Shape shape;             // the output's value seen as this shape ...
+    std::vector<int> order;  // ... permuted, then flattened
+    bool same_element;
+  };
+  const Chain kChains[] = {
+      {{2, 1, 3}, {0, 2, 1}, true},  {{2, 3, 1}, {0, 2, 1}, true},
+      {{1, 2, 3}, {1, 0, 2}, true},  {{2, 1, 1, 3}, {2, 0, 1, 3}, true},
+      {{6, 1}, {1, 0}, true},        {{2, 3}, {1, 0}, false},
+      {{3, 1, 2}, {2, 1, 0}, false},
+  };
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (const Chain& chain : kChains) {
+      const Tensor x = data({6}, dtype);
+      const Tensor sum = binary(BinaryOp::add, x, ops::Scalar::from_double(1.5));
+      const Tensor back = reshape(permute(reshape(sum, chain.shape), chain.order), {6});
+      const Recorded recorded = record({sum, back});
+      const Plan& plan =
+          check(recorded, 0, 0, fmt::format("{} {}", dtype_name(dtype), shape_string(chain.shape)));
+      const int kernels = count_steps(plan, Step::Kind::kernel);
+      EXPECT_TRUE(chain.same_element ? kernels == 1 : kernels > 1)
+          << kernels << " kernels: " << shape_string(chain.shape) << "\n"
+          << recorded.program.text() << plan.summary;
+    }
+  }
+}
+
 TEST_F(Fuse, ReshapeNeedsMemoryOrSqueezes) {
   const Tensor a = data({6, 4}), b = data({6, 4});
   // Flattening a computed value: the value is stored, the reshape is a view.
