@@ -20,40 +20,22 @@ int byte(char c) {
 // the complement, any other character stands for itself.
 bool class_letter_matches(int c, int letter) {
   bool result;
+  // A table, one class a row:
+  // clang-format off
   switch (std::tolower(letter)) {
-    case 'a':
-      result = std::isalpha(c);
-      break;
-    case 'c':
-      result = std::iscntrl(c);
-      break;
-    case 'd':
-      result = std::isdigit(c);
-      break;
-    case 'g':
-      result = std::isgraph(c);
-      break;
-    case 'l':
-      result = std::islower(c);
-      break;
-    case 'p':
-      result = std::ispunct(c);
-      break;
-    case 's':
-      result = std::isspace(c);
-      break;
-    case 'u':
-      result = std::isupper(c);
-      break;
-    case 'w':
-      result = std::isalnum(c);
-      break;
-    case 'x':
-      result = std::isxdigit(c);
-      break;
-    default:
-      return letter == c;
+    case 'a': result = std::isalpha(c); break;
+    case 'c': result = std::iscntrl(c); break;
+    case 'd': result = std::isdigit(c); break;
+    case 'g': result = std::isgraph(c); break;
+    case 'l': result = std::islower(c); break;
+    case 'p': result = std::ispunct(c); break;
+    case 's': result = std::isspace(c); break;
+    case 'u': result = std::isupper(c); break;
+    case 'w': result = std::isalnum(c); break;
+    case 'x': result = std::isxdigit(c); break;
+    default: return letter == c;
   }
+  // clang-format on
   return std::isupper(letter) ? !result : result;
 }
 
@@ -257,41 +239,42 @@ constexpr const char* kNames[] = {"find", "match", "gmatch", "gsub"};
 // search (Lua's SPECIALS).
 constexpr const char* kSpecials = "^$*+?.([%-";
 
-// Upvalues: Lua's own function and the StringFunction. The arguments
-// are checked by Lua's function; this one only looks at a string or number
-// subject and pattern.
+// Upvalues: Lua's own function and the StringFunction. The arguments are
+// checked here as Lua's function checks them, so that a bad one is
+// reported under the name the script called (Lua's function, called from
+// here, could not name itself).
 int bounded_string_function(lua_State* L) {
   const auto function = static_cast<StringFunction>(lua_tointeger(L, lua_upvalueindex(2)));
-  const bool checkable = (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER) &&
-                         (lua_type(L, 2) == LUA_TSTRING || lua_type(L, 2) == LUA_TNUMBER);
-  if (checkable) {
-    // Numbers become strings in place, as Lua's function would make them.
-    size_t subject_length = 0, pattern_length = 0;
-    const char* subject = lua_tolstring(L, 1, &subject_length);
-    const char* pattern = lua_tolstring(L, 2, &pattern_length);
-    double bound;
-    const char* pattern_end = pattern + pattern_length;
-    const bool plain_find = function == StringFunction::find &&
-                            (lua_toboolean(L, 4) ||
-                             std::find_first_of(pattern, pattern_end, kSpecials,
-                                                kSpecials + std::strlen(kSpecials)) == pattern_end);
-    if (plain_find) {
-      // memchr and memcmp: a compare of the whole pattern at each start,
-      // many bytes per step.
-      bound = static_cast<double>(subject_length) * static_cast<double>(pattern_length) / 16;
-    } else {
-      bound = pattern_work_bound(subject, subject_length, pattern, pattern_length,
-                                 function != StringFunction::gmatch);
-    }
-    if (bound > kMaxPatternSteps) {
-      char message[320];
-      std::snprintf(message, sizeof message,
-                    "string.%s: the pattern may take too long on a subject of %zu bytes (up to "
-                    "%.3g matching steps; the sandbox allows %.3g): anchor it with '^' or make "
-                    "its repetitions ('*', '+', '-') unambiguous",
-                    kNames[static_cast<int>(function)], subject_length, bound, kMaxPatternSteps);
-      return luaL_error(L, "%s", message);
-    }
+  size_t subject_length = 0, pattern_length = 0;
+  const char* subject = luaL_checklstring(L, 1, &subject_length);
+  const char* pattern = luaL_checklstring(L, 2, &pattern_length);
+  if (function == StringFunction::gsub) {
+    const int replacement = lua_type(L, 3);
+    luaL_argexpected(L,
+                     replacement == LUA_TNUMBER || replacement == LUA_TSTRING ||
+                         replacement == LUA_TFUNCTION || replacement == LUA_TTABLE,
+                     3, "string/function/table");
+  }
+  luaL_optinteger(L, function == StringFunction::gsub ? 4 : 3, 0);
+  const char* pattern_end = pattern + pattern_length;
+  const bool plain_find = function == StringFunction::find &&
+                          (lua_toboolean(L, 4) ||
+                           std::find_first_of(pattern, pattern_end, kSpecials,
+                                              kSpecials + std::strlen(kSpecials)) == pattern_end);
+  // A plain find is memchr and memcmp: a compare of the whole pattern at
+  // each start, many bytes a step.
+  const double bound =
+      plain_find ? static_cast<double>(subject_length) * static_cast<double>(pattern_length) / 16
+                 : pattern_work_bound(subject, subject_length, pattern, pattern_length,
+                                      function != StringFunction::gmatch);
+  if (bound > kMaxPatternSteps) {
+    char message[320];
+    std::snprintf(message, sizeof message,
+                  "string.%s: the pattern may take too long on a subject of %zu bytes (up to "
+                  "%.3g matching steps; the sandbox allows %.3g): anchor it with '^' or make "
+                  "its repetitions ('*', '+', '-') unambiguous",
+                  kNames[static_cast<int>(function)], subject_length, bound, kMaxPatternSteps);
+    return luaL_error(L, "%s", message);
   }
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);

@@ -23,13 +23,25 @@ uint64_t mix(uint64_t hash, uint64_t word) {
 // its own.
 constexpr int64_t kRecordedNodeBytes = (sizeof(Node) + 63) / 64 * 64 + 32;
 
-// Charges a new node to the current memory limit, if any. A full
-// collection first frees nodes that only dead tensors held (as for
+// What nodes leave free of a memory limit for the Lua heap: room to raise
+// the error that refuses them, and to run the finalizers that free the
+// tensors afterwards (Lua skips a finalizer for good when it cannot
+// allocate for the call, and the graph it held would stay charged).
+int64_t lua_reserve(const MemoryBudget& budget) {
+  return std::min<int64_t>(budget.limit() / 16, int64_t{1} << 20);
+}
+
+// Charges a new node to the current memory limit, if any: refused unless
+// the reserve stays free too (charged with the node, given back at once).
+// A full collection first frees nodes that only dead tensors held (as for
 // buffers, try_charge_or_reclaim); what is left is the script's own.
 void charge_recorded_node(Node& node) {
   MemoryBudget* budget = current_memory_budget();
   if (!budget) return;
-  if (!budget->try_charge_or_reclaim(kRecordedNodeBytes)) {
+  const int64_t reserve = lua_reserve(*budget);
+  const bool charged = budget->try_charge_or_reclaim(kRecordedNodeBytes + reserve);
+  if (charged) budget->give_back(reserve);
+  if (!charged) {
     const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; };
     fail(
         "not enough memory: recording another operation would bring the interpreter past its "
