@@ -84,7 +84,10 @@ void interrupt_hook(lua_State* L, lua_Debug* activation) {
   // Not at the call or return of a C function: the message handler
   // (add_traceback) of the "interrupted!" a stopped sync raises is one, and
   // raising inside it would replace that error's message and position. Lua
-  // code running on gets the next event, so nothing escapes the interrupt.
+  // code running on gets the next event, except where Lua turns hooks off:
+  // the message handler of the error raised here (so xpcall does not call
+  // the script's handler once an interrupt is pending) and finalizers (the
+  // sandbox refuses __gc; see sandbox_setmetatable).
   if (activation->event != LUA_HOOKCOUNT && activation->event != LUA_HOOKLINE &&
       lua_getinfo(L, "S", activation) && activation->what[0] == 'C') {
     return;
