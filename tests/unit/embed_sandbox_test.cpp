@@ -3,6 +3,7 @@
 // message handler, a finalizer or a long pattern match, or grow past the
 // memory limit with pending lazy operations.
 #include <gtest/gtest.h>
+
 #include <strings.h>
 
 #include <atomic>
