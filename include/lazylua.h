@@ -78,12 +78,20 @@ typedef struct lazylua_options {
    * onnx.load, onnx.read_tensor and onnx.export are gone (nil);
    * tensor.profile takes no file and LAZYLUA_PROFILE is ignored. The
    * host hands data over as tensors (lazylua_tensor_from_buffer) and takes
-   * results back the same way. */
+   * results back the same way. So that lazylua_interrupt always reaches
+   * the script: setmetatable refuses a metatable with a __gc field (Lua
+   * runs finalizers with hooks off), and string.find, match, gmatch and
+   * gsub refuse a pattern whose worst-case work on the subject could pass
+   * about 10^8 matching steps (about a second; Lua's matcher cannot be
+   * stopped inside one call), with an error naming the function. */
   int sandbox;
-  /* Bytes the interpreter may hold, 0 for no limit. Counts the Lua heap and
+  /* Bytes the interpreter may hold, 0 for no limit. Counts the Lua heap,
    * every tensor buffer the interpreter allocates (copies of host buffers
-   * included; zero-copy host buffers are the host's memory and are not
-   * counted). Going over it is a LAZYLUA_ERROR_MEMORY status. */
+   * and the buffers a sync computes in included; zero-copy host buffers are
+   * the host's memory and are not counted) and an estimate of each pending
+   * lazy operation (about 700 bytes), so that a script cannot pile up
+   * unsynced graphs past it. Going over it is a LAZYLUA_ERROR_MEMORY
+   * status. */
   size_t memory_limit;
   /* Threads for tensor kernels and BLAS, 0 to keep the current setting
    * (LAZYLUA_THREADS or the number of cores). Process-wide: it changes the
@@ -127,11 +135,16 @@ lazylua_status lazylua_run_file(lazylua_interpreter* interpreter, const char* pa
  * running call returns LAZYLUA_ERROR_INTERRUPTED and the interpreter stays
  * usable. Does nothing if no call is running. Callable from any thread
  * (but not after or during lazylua_close of the interpreter). A
- * chunk busy inside one long C function (a big matrix product) stops when
- * that returns; code running inside a coroutine stops at its next
- * instruction too. It uses Lua's hook: a hook the script set itself
- * (debug.sethook) is replaced, on the main thread and on the coroutines
- * that run until the call ends. */
+ * chunk busy inside one long C function (a big matrix product, a pattern
+ * match) stops when that returns; a sync or a kernel stops within
+ * milliseconds; code running inside a coroutine or an xpcall message
+ * handler stops at its next instruction too (once an interrupt is pending,
+ * xpcall no longer calls the script's handler). It uses Lua's hook: a hook
+ * the script set itself (debug.sethook) is replaced, on the main thread
+ * and on the coroutines that run until the call ends. Lua runs __gc
+ * finalizers with hooks off, so outside the sandbox (which refuses __gc) a
+ * finalizer that loops cannot be stopped; nor can a script that turns the
+ * hook off itself with debug.sethook (no debug library in the sandbox). */
 void lazylua_interrupt(lazylua_interpreter* interpreter);
 
 /* ---- Data-parallel training ------------------------------------------ */

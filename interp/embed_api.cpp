@@ -13,6 +13,7 @@
 #include "interp/embed_internal.h"
 #include "interp/lua_tensor.h"
 #include "interp/runtime.h"
+#include "interp/sandbox_patterns.h"
 #include "tensor/collectives.h"
 #include "tensor/thread_pool.h"
 
@@ -83,7 +84,10 @@ void interrupt_hook(lua_State* L, lua_Debug* activation) {
   // Not at the call or return of a C function: the message handler
   // (add_traceback) of the "interrupted!" a stopped sync raises is one, and
   // raising inside it would replace that error's message and position. Lua
-  // code running on gets the next event, so nothing escapes the interrupt.
+  // code running on gets the next event, except where Lua turns hooks off:
+  // the message handler of the error raised here (so xpcall does not call
+  // the script's handler once an interrupt is pending) and finalizers (the
+  // sandbox refuses __gc; see sandbox_setmetatable).
   if (activation->event != LUA_HOOKCOUNT && activation->event != LUA_HOOKLINE &&
       lua_getinfo(L, "S", activation) && activation->what[0] == 'C') {
     return;
@@ -96,6 +100,83 @@ void interrupt_hook(lua_State* L, lua_Debug* activation) {
     requested = interpreter->interrupt_requested;
   }
   if (requested) luaL_error(L, "interrupted!");
+}
+
+// Whether lazylua_interrupt stopped the running call (the hook stays armed
+// until the call ends).
+bool interrupt_pending(lua_State* L) {
+  StateData* data = state_data(L);
+  auto* interpreter = data ? static_cast<lazylua_interpreter*>(data->host) : nullptr;
+  if (!interpreter) return false;
+  std::lock_guard lock(interpreter->interrupt_mutex);
+  return interpreter->interrupt_requested;
+}
+
+// The message handler xpcall installs around the script's own (upvalue 1).
+// When the hook raises "interrupted!", Lua calls the message handler from
+// inside the hook, where hooks are off (L->allowhook is 0 while a hook
+// runs, ldo.c luaD_hook): a handler that loops there could never be
+// stopped. So while an interrupt is pending the error passes through
+// unchanged and the script's handler is not called.
+int interruptible_message_handler(lua_State* L) {
+  if (interrupt_pending(L)) return 1;
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+int finish_xpcall(lua_State* L, int status, lua_KContext results_below) {
+  if (status != LUA_OK && status != LUA_YIELD) {
+    lua_pushboolean(L, 0);
+    lua_pushvalue(L, -2);  // the error object
+    return 2;
+  }
+  return lua_gettop(L) - static_cast<int>(results_below);
+}
+
+// xpcall(f, handler, ...) as Lua's own (same results, yieldable), with the
+// handler wrapped by interruptible_message_handler.
+int interruptible_xpcall(lua_State* L) {
+  const int argument_count = lua_gettop(L) - 2;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, interruptible_message_handler, 1);
+  lua_replace(L, 2);
+  lua_pushboolean(L, 1);  // the first result on success
+  lua_pushvalue(L, 1);    // the function
+  lua_rotate(L, 3, 2);    // both below the arguments: handler, true, f, args...
+  const int status = lua_pcallk(L, argument_count, LUA_MULTRET, 2, 2, finish_xpcall);
+  return finish_xpcall(L, status, 2);
+}
+
+// setmetatable for the sandbox: as Lua's own, but a metatable with a __gc
+// field is refused. Lua runs finalizers with hooks off (lgc.c GCTM sets
+// L->allowhook to 0), so no interrupt could stop a finalizer that loops.
+// Lua marks an object for finalization only if its metatable has __gc when
+// setmetatable runs (a field added later is ignored), so checking here is
+// enough; `debug.setmetatable` is gone in the sandbox.
+int sandbox_setmetatable(lua_State* L) {
+  const int metatable_type = lua_type(L, 2);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_argexpected(L, metatable_type == LUA_TNIL || metatable_type == LUA_TTABLE, 2,
+                   "nil or table");
+  if (metatable_type == LUA_TTABLE) {
+    lua_pushliteral(L, "__gc");
+    const bool has_finalizer = lua_rawget(L, 2) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (has_finalizer) {
+      return luaL_error(L,
+                        "setmetatable: __gc metamethods are not allowed in the sandbox (finalizers "
+                        "run with interrupts off)");
+    }
+  }
+  if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL) {
+    return luaL_error(L, "cannot change a protected metatable");
+  }
+  lua_settop(L, 2);
+  lua_setmetatable(L, 1);
+  return 1;
 }
 
 }  // namespace
@@ -196,6 +277,10 @@ int open_body(lua_State* L, void* data) {
     lua_setfield(L, LUA_REGISTRYINDEX, kSandboxKey);
   }
   open_lazylua(L);
+  // Every interpreter: lazylua_interrupt promises to stop the call, and a
+  // looping xpcall handler would escape it (interruptible_message_handler).
+  lua_pushcfunction(L, embed::interruptible_xpcall);
+  lua_setglobal(L, "xpcall");
   if (static_cast<OpenData*>(data)->sandbox) {
     if (luaL_loadbufferx(L, kSandboxScript, std::strlen(kSandboxScript), "=sandbox", "t") !=
         LUA_OK) {
@@ -203,6 +288,11 @@ int open_body(lua_State* L, void* data) {
     }
     lua_getfield(L, LUA_REGISTRYINDEX, kFileSearchersKey);
     lua_call(L, 1, 0);
+    // Only in the sandbox: a host's own trusted scripts may need finalizers
+    // (and can evade interrupts anyway, with debug.sethook).
+    lua_pushcfunction(L, embed::sandbox_setmetatable);
+    lua_setglobal(L, "setmetatable");
+    install_pattern_limits(L);
   }
   return 0;
 }

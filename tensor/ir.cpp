@@ -6,6 +6,7 @@
 
 #include "collectives.h"
 #include "eager_ops.h"
+#include "error.h"
 #include "scan.h"
 #include "sorting.h"
 
@@ -14,6 +15,41 @@ namespace {
 
 uint64_t mix(uint64_t hash, uint64_t word) {
   return hash_mix(hash, word);
+}
+
+// What a recorded node costs: the pooled block (object_pool.h rounds to 64
+// bytes) and the malloc'd block of a typical inputs vector. Its shape,
+// attrs and arrays are inline; a parameter's data is a buffer, charged on
+// its own.
+constexpr int64_t kRecordedNodeBytes = (sizeof(Node) + 63) / 64 * 64 + 32;
+
+// What nodes leave free of a memory limit for the Lua heap: room to raise
+// the error that refuses them, and to run the finalizers that free the
+// tensors afterwards (Lua skips a finalizer for good when it cannot
+// allocate for the call, and the graph it held would stay charged).
+int64_t lua_reserve(const MemoryBudget& budget) {
+  return std::min<int64_t>(budget.limit() / 16, int64_t{1} << 20);
+}
+
+// Charges a new node to the current memory limit, if any: refused unless
+// the reserve stays free too (charged with the node, given back at once).
+// A full collection first frees nodes that only dead tensors held (as for
+// buffers, try_charge_or_reclaim); what is left is the script's own.
+void charge_recorded_node(Node& node) {
+  MemoryBudget* budget = current_memory_budget();
+  if (!budget) return;
+  const int64_t reserve = lua_reserve(*budget);
+  const bool charged = budget->try_charge_or_reclaim(kRecordedNodeBytes + reserve);
+  if (charged) budget->give_back(reserve);
+  if (!charged) {
+    const auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; };
+    fail(
+        "not enough memory: recording another operation would bring the interpreter past its "
+        "memory limit of {:.1f} MiB ({:.1f} MiB in use); pending operations hold memory until a "
+        "sync (tensor.mark_step) computes them",
+        mib(budget->limit()), mib(budget->used()));
+  }
+  node.budget = budget;
 }
 
 }  // namespace
@@ -124,6 +160,7 @@ thread_local WorklistOwner t_worklist_owner;
 }  // namespace
 
 Node::~Node() {
+  if (budget) budget->give_back(kRecordedNodeBytes);
   // Inputs whose last reference this was are queued and destroyed in the
   // outermost destructor's loop, not by recursion.
   if (t_draining) {
@@ -194,6 +231,7 @@ Attrs::Attrs(const int64_t* begin, int count) {
 NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
                   std::vector<NodeRef> inputs, const Attrs& attrs, SourceLocation location) {
   NodeRef node(new Node);
+  charge_recorded_node(*node);
   node->op = op;
   node->sub_op = sub_op;
   node->dtype = dtype;
@@ -217,6 +255,7 @@ NodeRef make_scalar(ops::Scalar value, DType dtype, SourceLocation location) {
   // would (0.5 into bool is true).
   const bool special = value.value == 0 || value.value == 1;
   NodeRef node(new Node);
+  charge_recorded_node(*node);
   node->op = special ? Op::constant : Op::scalar;
   node->dtype = dtype;
   node->scalar = value;

@@ -12,6 +12,7 @@
 
 #include "array.h"
 #include "eager_ops.h"
+#include "memory_budget.h"
 #include "object_pool.h"
 #include "x_enum.h"
 
@@ -100,6 +101,9 @@ class Node : public RefCounted {
   // node as a parameter instead of recomputing it.
   Array result;
   Ref<ScanBody> body;  // scan nodes: the loop body (scan.h)
+  // The memory limit this node is charged to while it lives (set when a
+  // script records it under one: memory_budget.h, make_node).
+  Ref<MemoryBudget> budget;
 
   // Scratch for graph extraction (Context::extract): the epoch of the last walk
   // that reached this node and its position in that walk's order.
@@ -127,7 +131,10 @@ struct Attrs {
 };
 
 // Builds a node and computes its hash. The caller (tensor.cpp) has already
-// validated shapes and dtypes with the op rules.
+// validated shapes and dtypes with the op rules. Under a memory limit
+// (current_memory_budget) the node is charged an estimate of its size, so
+// that a script piling up pending ops meets the limit: it throws Error
+// when the limit refuses (make_scalar too).
 NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
                   std::vector<NodeRef> inputs, const Attrs& attrs, SourceLocation location);
 NodeRef make_parameter(Array data, SourceLocation location);

@@ -5,6 +5,10 @@
 // the caching allocator, which serves every interpreter of the process, so
 // each Buffer made while a budget is current on its thread is charged to
 // that budget and gives the bytes back when it is freed (on any thread).
+// So is each IR node recorded then (an estimate of its size, ir.cpp
+// make_node), so that pending graphs count too. Executor slots and eager
+// results are Buffers made on the interpreter's thread; only the small
+// per-thread scratch of kernels on pool workers is not counted.
 #pragma once
 
 #include <atomic>
