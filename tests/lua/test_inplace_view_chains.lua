@@ -5,8 +5,8 @@
 -- add_, mul_, clamp_ ... The compiled kernel once loaded the write-back's
 -- value from the op's output slot before storing the op's value there, so
 -- the result was stale memory or the write was lost. Every case is checked
--- against values computed in plain Lua from the input's tolist(), in all
--- three modes; in the default (background) mode the cases run again until
+-- against values computed in plain Lua from the Lua list the input was made
+-- from, in all three modes; in the default (background) mode the cases run again until
 -- their graph has run as native code.
 local h = dofile("helpers.lua")
 
