@@ -13,6 +13,8 @@ set -euo pipefail
 # needs: ssh-client is only used to reach other machines). ONNX import and
 # export (stdlib/onnx.lua) compile libonnx-dev's onnx.proto; the ONNX
 # backend test suites the conformance runner uses are libonnx-testdata.
+# python3-torch (PyTorch 1.13) is the independent reference: the tests run
+# the files lazylua exports through it, and bench/ compares against it.
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem
@@ -25,7 +27,7 @@ packages=(
   zlib1g-dev libdeflate-dev libxml2-utils
   clang-format
   jq
-  python3-numpy
+  python3-numpy python3-torch
   dataset-fashion-mnist
   wamerican
 )
