@@ -21,7 +21,7 @@ onnx.min_opset, onnx.max_opset = 1, 17
 
 -- op_type -> function(ctx, inputs, attrs) -> outputs..., from the op
 -- modules (each returns {OpType = fn, ...}).
-local op_modules = {"onnx_ops_math", "onnx_ops_nn", "onnx_ops_shape", "onnx_ops_vision"}
+local op_modules = {"onnx_ops_math", "onnx_ops_nn", "onnx_ops_shape", "onnx_ops_vision", "onnx_ops_rnn"}
 onnx.ops = {}
 for _, name in ipairs(op_modules) do
   for op_type, fn in pairs(require("lazylua." .. name)) do onnx.ops[op_type] = fn end
@@ -60,6 +60,8 @@ for count, names in pairs({
     "SoftmaxCrossEntropyLoss",
   [4] = "ConvInteger MatMulInteger Pad Resize",
   [5] = "Slice NonMaxSuppression BatchNormalization",
+  [6] = "RNN GRU",
+  [8] = "LSTM",
 }) do
   for name in names:gmatch("%S+") do onnx.max_inputs[name] = count end
 end
@@ -98,6 +100,45 @@ function Context:host(t)
   return values
 end
 
+-- Every node of `graph` and of its subgraphs (If, Loop, Scan bodies) whose
+-- op lazylua lacks, as one error listing each op type once with a node
+-- that uses it: a model is refused at load, not at its first call.
+local function check_ops(graph, opset_of)
+  local missing, order = {}, {}
+  local function visit(g, depth)
+    if depth > 64 then error("onnx.load: subgraphs nested too deeply (more than 64)", 0) end
+    for _, node in ipairs(g.nodes) do
+      local domain = node.domain == "ai.onnx" and "" or node.domain
+      if domain ~= "" or onnx.ops[node.op_type] == nil then
+        local key = domain .. "." .. node.op_type
+        local entry = missing[key]
+        if entry == nil then
+          entry = {text = describe_node(node, opset_of[domain] or 0), count = 0}
+          missing[key], order[#order + 1] = entry, key
+        end
+        entry.count = entry.count + 1
+      end
+      for _, value in pairs(node.attributes) do
+        if type(value) == "table" then
+          if value.nodes then visit(value, depth + 1) end
+          for _, item in ipairs(value) do
+            if type(item) == "table" and item.nodes then visit(item, depth + 1) end
+          end
+        end
+      end
+    end
+  end
+  visit(graph, 0)
+  if #order == 0 then return end
+  local parts = {}
+  for i, key in ipairs(order) do
+    local entry = missing[key]
+    parts[i] = entry.text .. (entry.count > 1 and string.format(" and %d more", entry.count - 1) or "")
+  end
+  error(string.format("onnx.load: unsupported: %d op type%s lazylua lacks: %s", #order, #order == 1 and "" or "s",
+    table.concat(parts, "; ")), 3)
+end
+
 local Model = {}
 Model.__index = Model
 Model.__name = "onnx.Model"
@@ -126,6 +167,7 @@ function onnx.from_table(decoded)
       end
     end
   end
+  check_ops(graph, decoded.opset)
   local self = setmetatable({
     decoded = decoded, graph = graph, opset = decoded.opset,
     initializers = {}, parameter_list = {}, input_names = {}, output_names = {},
