@@ -10,6 +10,7 @@ local onnx = require "onnx"
 
 local GATES = {RNN = 1, GRU = 3, LSTM = 4}
 local TOL = {rel = 1e-5, abs = 1e-6}
+local check_case
 
 -- Values k/64 for k in [-40, 40] (exact in f32), from a small LCG.
 local seed = 12345
@@ -213,11 +214,26 @@ local function build(kind, c, spec)
   return model, {x}
 end
 
--- Runs a case and compares every output it asks for with the reference.
-local function run_case(kind, spec)
+-- Runs a case (recording it) and returns the check that compares every
+-- output it asks for with the reference.
+local function case(kind, spec)
   local c = make_case(kind, spec)
   local model, inputs = build(kind, c, spec)
   local results = table.pack(model(table.unpack(inputs)))
+  return function() return check_case(kind, spec, c, results) end
+end
+
+-- Runs the cases of a test as one graph (one compile in native mode),
+-- then checks each.
+local function run_cases(list)
+  local checks = {}
+  for i, entry in ipairs(list) do checks[i] = case(entry[1], entry[2]) end
+  tensor.mark_step()
+  for _, check in ipairs(checks) do check() end
+end
+local function run_case(kind, spec) run_cases({{kind, spec}}) end
+
+function check_case(kind, spec, c, results)
   local Y, Yh, Yc = reference(kind, c)
   local layout = spec.layout or 0
   local want = {Y = Y, Y_h = Yh, Y_c = Yc}
@@ -231,7 +247,6 @@ local function run_case(kind, spec)
       h.near(got, want[name], TOL)
     end
   end
-  return results
 end
 
 local base = {T = 5, N = 3, input = 3, hidden = 4}
@@ -243,57 +258,73 @@ local function with(extra)
 end
 
 h.test("RNN: forward, reverse and bidirectional, with bias and initial state", function()
-  run_case("RNN", with({}))
-  run_case("RNN", with({direction = "reverse", bias = true, initial = true}))
-  run_case("RNN", with({direction = "bidirectional", bias = true, initial = true}))
+  local list = {}
+  list[#list + 1] = {"RNN", with({})}
+  list[#list + 1] = {"RNN", with({direction = "reverse", bias = true, initial = true})}
+  list[#list + 1] = {"RNN", with({direction = "bidirectional", bias = true, initial = true})}
+  run_cases(list)
 end)
 
 h.test("RNN: activations Relu and LeakyRelu (alpha), clip", function()
-  run_case("RNN", with({direction = "bidirectional", bias = true, activations = {"Relu", "LeakyRelu"},
-    activation_alpha = {0.25}, functions = {plain.Relu, function(x) return x < 0 and 0.25 * x or x end}}))
-  run_case("RNN", with({bias = true, clip = 0.3}))
+  local list = {}
+  list[#list + 1] = {"RNN", with({direction = "bidirectional", bias = true, activations = {"Relu", "LeakyRelu"},
+    activation_alpha = {0.25}, functions = {plain.Relu, function(x) return x < 0 and 0.25 * x or x end}})}
+  list[#list + 1] = {"RNN", with({bias = true, clip = 0.3})}
+  run_cases(list)
 end)
 
 h.test("GRU: linear_before_reset 0 and 1, reverse, bias, initial state", function()
-  run_case("GRU", with({bias = true, initial = true}))
-  run_case("GRU", with({bias = true, initial = true, linear_before_reset = true}))
-  run_case("GRU", with({direction = "reverse", bias = true, linear_before_reset = true}))
-  run_case("GRU", with({direction = "bidirectional", initial = true}))
+  local list = {}
+  list[#list + 1] = {"GRU", with({bias = true, initial = true})}
+  list[#list + 1] = {"GRU", with({bias = true, initial = true, linear_before_reset = true})}
+  list[#list + 1] = {"GRU", with({direction = "reverse", bias = true, linear_before_reset = true})}
+  list[#list + 1] = {"GRU", with({direction = "bidirectional", initial = true})}
+  run_cases(list)
 end)
 
 h.test("GRU: sequence_lens on the host and computed in the graph, every direction", function()
+  local list = {}
   for _, direction in ipairs({"forward", "reverse", "bidirectional"}) do
-    run_case("GRU", with({direction = direction, bias = true, initial = true, lens = {5, 2, 0},
-      linear_before_reset = true}))
-    run_case("GRU", with({direction = direction, bias = true, lens = {3, 5, 1}, lens_input = true}))
+    list[#list + 1] = {"GRU", with({direction = direction, bias = true, initial = true, lens = {5, 2, 0},
+      linear_before_reset = true})}
+    list[#list + 1] = {"GRU", with({direction = direction, bias = true, lens = {3, 5, 1}, lens_input = true})}
   end
-  run_case("GRU", with({lens = {5, 5, 5}}))   -- all full: no mask
+  list[#list + 1] = {"GRU", with({lens = {5, 5, 5}})}   -- all full: no mask
+  run_cases(list)
 end)
 
 h.test("LSTM: peepholes, initial states, bias, bidirectional", function()
-  run_case("LSTM", with({bias = true, initial = true, peepholes = true}))
-  run_case("LSTM", with({direction = "bidirectional", bias = true, initial = true, peepholes = true}))
-  run_case("LSTM", with({direction = "reverse"}))
+  local list = {}
+  list[#list + 1] = {"LSTM", with({bias = true, initial = true, peepholes = true})}
+  list[#list + 1] = {"LSTM", with({direction = "bidirectional", bias = true, initial = true, peepholes = true})}
+  list[#list + 1] = {"LSTM", with({direction = "reverse"})}
+  run_cases(list)
 end)
 
 h.test("LSTM: input_forget, clip, sequence_lens, HardSigmoid with alpha and beta", function()
-  run_case("LSTM", with({bias = true, input_forget = true, clip = 0.2}))
-  run_case("LSTM", with({direction = "bidirectional", bias = true, initial = true, lens = {4, 0, 5}}))
-  run_case("LSTM", with({bias = true, activations = {"HardSigmoid", "Tanh", "Relu"}, activation_alpha = {0.3},
-    activation_beta = {0.4}, functions = {function(x) return math.max(0, math.min(1, 0.3 * x + 0.4)) end,
-      h.tanh, plain.Relu}}))
+  local list = {}
+  list[#list + 1] = {"LSTM", with({bias = true, input_forget = true, clip = 0.2})}
+  list[#list + 1] = {"LSTM", with({direction = "bidirectional", bias = true, initial = true, lens = {4, 0, 5}})}
+  list[#list + 1] = {"LSTM", with({bias = true, activations = {"HardSigmoid", "Tanh", "Relu"},
+    activation_alpha = {0.3}, activation_beta = {0.4},
+    functions = {function(x) return math.max(0, math.min(1, 0.3 * x + 0.4)) end, h.tanh, plain.Relu}})}
+  run_cases(list)
 end)
 
 h.test("layout 1 (opset 14): batch-first X, states and outputs", function()
-  run_case("GRU", with({layout = 1, direction = "bidirectional", bias = true, initial = true, lens = {5, 3, 2}}))
-  run_case("LSTM", with({layout = 1, direction = "bidirectional", bias = true, initial = true, peepholes = true}))
-  run_case("RNN", with({layout = 1, initial = true}))
+  local list = {}
+  list[#list + 1] = {"GRU", with({layout = 1, direction = "bidirectional", bias = true, initial = true, lens = {5, 3, 2}})}
+  list[#list + 1] = {"LSTM", with({layout = 1, direction = "bidirectional", bias = true, initial = true, peepholes = true})}
+  list[#list + 1] = {"RNN", with({layout = 1, initial = true})}
+  run_cases(list)
 end)
 
 h.test("a subset of the outputs: Y_h only, Y_c only", function()
-  run_case("GRU", with({bias = true, outputs = {"", "Y_h"}}))
-  run_case("LSTM", with({direction = "bidirectional", bias = true, outputs = {"", "", "Y_c"}}))
-  run_case("LSTM", with({outputs = {"Y"}}))
+  local list = {}
+  list[#list + 1] = {"GRU", with({bias = true, outputs = {"", "Y_h"}})}
+  list[#list + 1] = {"LSTM", with({direction = "bidirectional", bias = true, outputs = {"", "", "Y_c"}})}
+  list[#list + 1] = {"LSTM", with({outputs = {"Y"}})}
+  run_cases(list)
 end)
 
 h.test("a gradient reaches W through the GRU node", function()
