@@ -465,6 +465,175 @@ function Exporter:translate(i, node)
   end
 end
 
+-- ---- nn.GRU and nn.LSTM ----
+-- Their recurrence is an IR `scan` (stdlib/nn_rnn.lua), which has no ONNX
+-- form in general; a call of the module is exported whole instead, as one
+-- ONNX GRU or LSTM node per layer. During the trace each call is recorded
+-- (the module, the ids of its inputs and outputs); the exporter then stops
+-- at its outputs and emits the nodes from the module's parameters, with
+-- PyTorch's gate order (GRU r z n, LSTM i f g o) put in ONNX's (z r h,
+-- i o f c). PyTorch's GRU is ONNX's with linear_before_reset = 1.
+
+local function node_id(t)
+  local g = tensor.graph(t)
+  return g.nodes[g.outputs[1]].id
+end
+
+-- The node a module output is a view of: lazy views of views fold into one
+-- view of the base, so a later op on the output reads the base (the last
+-- layer's scan_output, the cat of the states), not the output's own node.
+-- The id of that base if it has the shape `want`, else nil.
+local view_ops = {permute = true, reshape = true, slice = true, select = true, expand = true}
+local function base_id(t, want)
+  local g = tensor.graph(t)
+  local node = g.nodes[g.outputs[1]]
+  while view_ops[node.op] do node = g.nodes[node.inputs[1]] end
+  if (node.op ~= "scan_output" and node.op ~= "cat") or table.concat(node.shape, ",") ~= table.concat(want, ",") then
+    return nil
+  end
+  return node.id
+end
+
+-- Wraps the forward of nn.GRU and nn.LSTM to record each call in
+-- `records`; returns the function that puts them back.
+local function record_rnn_calls(records)
+  local nn = package.loaded.nn
+  if nn == nil then return function() end end
+  local originals = {}
+  for _, kind in ipairs({"GRU", "LSTM"}) do
+    local class = nn[kind]
+    local forward = class.forward
+    originals[kind] = forward
+    class.forward = function(module, x, h0, c0, ...)
+      local results = table.pack(forward(module, x, h0, c0, ...))
+      local record = {module = module, kind = kind, rank = x:dim(), x = node_id(x),
+        h0 = tensor.is_tensor(h0) and node_id(h0) or nil, c0 = tensor.is_tensor(c0) and node_id(c0) or nil,
+        outputs = {}}
+      -- the bases: y as [T, N, H] and the states as [layers, N, H] (N = 1 unbatched)
+      local steps = (x:dim() == 2 or not module.batch_first) and x:size(1) or x:size(2)
+      local batch = x:dim() == 2 and 1 or (module.batch_first and x:size(1) or x:size(2))
+      local complete = true
+      for k = 1, results.n do
+        local want = k == 1 and {steps, batch, module.hidden_size} or {module.num_layers, batch, module.hidden_size}
+        record.outputs[k] = base_id(results[k], want)
+        complete = complete and record.outputs[k] ~= nil
+      end
+      -- (otherwise the export meets the scan and says it has no ONNX form)
+      if complete then records[#records + 1] = record end
+      return table.unpack(results, 1, results.n)
+    end
+  end
+  return function()
+    for kind, forward in pairs(originals) do nn[kind].forward = forward end
+  end
+end
+
+-- A node with several outputs (emit makes one).
+function Exporter:emit_multi(node, op_type, inputs, attributes, count)
+  local outputs = {}
+  for k = 1, count do outputs[k] = self:fresh(op_type .. "_out") end
+  self.graph.nodes[#self.graph.nodes + 1] = {op_type = op_type, domain = "", name = self:fresh("n" .. op_type),
+    inputs = inputs, outputs = outputs, attributes = attributes, doc_string = node.location}
+  return table.unpack(outputs)
+end
+
+-- The rows of a [G*H, ...] weight or [G*H] bias, blocks of H taken in `order`.
+local function reorder_gates(t, hidden, order)
+  local blocks = {}
+  for k, block in ipairs(order) do blocks[k] = t:narrow(1, (block - 1) * hidden + 1, hidden) end
+  return tensor.cat(blocks, 1)
+end
+local onnx_gate_order = {GRU = {2, 1, 3}, LSTM = {1, 4, 2, 3}}
+
+-- The ONNX nodes of one recorded call; `node` (the IR node of its first
+-- needed output) gives the doc_string. Returns the names of the bases of
+-- y, h_n (and c_n).
+function Exporter:rnn_call(record, node)
+  local m, kind = record.module, record.kind
+  local hidden, layers = m.hidden_size, m.num_layers
+  local prefix = self.rnn_prefix[m]
+  if prefix == nil then
+    self.rnn_count = self.rnn_count + 1
+    prefix = string.format("%s_%d.", kind:lower(), self.rnn_count)
+    for _, pair in ipairs(self.named) do
+      if rawequal(pair[2], m.weight_ih_l0) then prefix = pair[1]:gsub("weight_ih_l0$", "") end
+    end
+    self.rnn_prefix[m] = prefix
+  end
+  local function axes(list) return self:constant("axes", list) end
+  local x = self.names[self.position_of_id[record.x]]
+  local h0 = record.h0 and self.names[self.position_of_id[record.h0]]
+  local c0 = record.c0 and self.names[self.position_of_id[record.c0]]
+  if record.rank == 2 then
+    x = self:emit(node, "Unsqueeze", {x, axes({1})})
+    h0 = h0 and self:emit(node, "Unsqueeze", {h0, axes({1})})
+    c0 = c0 and self:emit(node, "Unsqueeze", {c0, axes({1})})
+  elseif m.batch_first then
+    x = self:emit(node, "Transpose", {x}, {perm = {1, 0, 2}})
+  end
+  local function layer_state(state, k)
+    if state == nil then return "" end
+    if layers == 1 then return state end
+    return self:emit(node, "Slice", {state, self:constant("starts", {k}), self:constant("ends", {k + 1}), axes({0})})
+  end
+  local order = onnx_gate_order[kind]
+  local hs, cs = {}, {}
+  for k = 0, layers - 1 do
+    local names = {}
+    if not self.rnn_done[prefix .. k] then
+      tensor.no_grad(function()
+        local w = reorder_gates(m["weight_ih_l" .. k], hidden, order)
+        local r = reorder_gates(m["weight_hh_l" .. k], hidden, order)
+        self:initializer(prefix .. "W_l" .. k, w:reshape(1, w:size(1), w:size(2)):contiguous())
+        self:initializer(prefix .. "R_l" .. k, r:reshape(1, r:size(1), r:size(2)):contiguous())
+        if m.bias then
+          local b = tensor.cat({reorder_gates(m["bias_ih_l" .. k], hidden, order),
+            reorder_gates(m["bias_hh_l" .. k], hidden, order)}, 1)
+          self:initializer(prefix .. "B_l" .. k, b:reshape(1, b:size(1)):contiguous())
+        end
+      end)
+      self.rnn_done[prefix .. k] = true
+    end
+    names = {x, prefix .. "W_l" .. k, prefix .. "R_l" .. k, m.bias and prefix .. "B_l" .. k or "", "",
+      layer_state(h0, k)}
+    local attributes = {hidden_size = hidden}
+    if kind == "GRU" then
+      attributes.linear_before_reset = 1
+    else
+      names[7] = layer_state(c0, k)
+    end
+    while names[#names] == "" do names[#names] = nil end
+    local y, y_h, y_c = self:emit_multi(node, kind, names, attributes, kind == "LSTM" and 3 or 2)
+    x = self:emit(node, "Squeeze", {y, axes({1})})    -- [T, 1, N, H] -> [T, N, H]
+    hs[#hs + 1], cs[#cs + 1] = y_h, y_c
+  end
+  local function stacked(list) return #list == 1 and list[1] or self:emit(node, "Concat", list, {axis = 0}) end
+  -- the bases: y [T, N, H], the states [layers, N, H]; the views the module
+  -- returns (a transpose when batch_first, a squeeze unbatched) are IR
+  -- nodes above them, exported as any view
+  return {x, stacked(hs), kind == "LSTM" and stacked(cs) or nil}
+end
+
+-- Gives the output positions of a recorded call their ONNX names, emitting
+-- the call's nodes at its first needed output.
+function Exporter:rnn_output(i, node, entry)
+  local record = entry.record
+  if record.names == nil then record.names = self:rnn_call(record, node) end
+  self.names[i] = record.names[entry.output]
+  if self.dynamic then
+    -- the bases are [T, N, H] and [layers, N, H]: a batch_first input's
+    -- batch (its dim 1) lands in dim 2, which dynamic_batch cannot mark
+    local x_batched = self.batched[self.position_of_id[record.x]]
+    if x_batched and record.rank == 3 and record.module.batch_first then
+      self:fail(node, "dynamic_batch: a batch_first nn.%s holds the batch in dim 2 inside; export " ..
+        "with a static batch", record.kind)
+    end
+    self.batched[i] = entry.output == 1 and x_batched or false  -- y's dim 1 is T, as x's
+  end
+  local info = self.graph.value_info
+  info[#info + 1] = value_info(self.names[i], node.dtype, node.shape, self.batched[i])
+end
+
 -- ---- the entry point ----
 
 local function is_module(value)
@@ -518,6 +687,8 @@ function M.export(fn_or_module, example_inputs, path, opts)
   local flags = is_module(fn_or_module) and training_flags(fn_or_module) or {}
   if is_module(fn_or_module) and fn_or_module.eval then fn_or_module:eval() end
   tensor.set_eager(false)
+  local rnn_records = {}
+  local restore_rnn = record_rnn_calls(rnn_records)
   -- The call gets lazy copies of the inputs: the graph input is the copy's
   -- node, which every op and view on the input reads (a view of a data
   -- tensor would be a leaf of its own, read from its base's memory).
@@ -547,6 +718,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
     if #outputs == 0 then export_error("the traced call returned no tensor") end
     return tensor.graph(outputs)
   end)
+  restore_rnn()
   tensor.set_eager(was_eager)
   for _, entry in ipairs(flags) do rawset(entry[1], "training", entry[2]) end
   if not ok then error(traced, 0) end
@@ -554,6 +726,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
     nodes = traced.nodes, names = {}, batched = {}, counter = 0, data_count = 0,
     input_of_id = {}, dynamic = opts.dynamic_batch == true, opset = opset,
     param_keys = {}, param_storage = {}, param_used = {},
+    named = named, position_of_id = {}, rnn_of_id = {}, rnn_prefix = {}, rnn_done = {}, rnn_count = 0,
     graph = {name = opts.graph_name or "main_graph", doc_string = "", nodes = {}, initializers = {},
       inputs = {}, outputs = {}, value_info = {}},
   }, Exporter)
@@ -585,16 +758,40 @@ function M.export(fn_or_module, example_inputs, path, opts)
 
   -- The nodes the outputs need: the walk stops at the inputs' nodes (their
   -- copies' history is not part of the model).
+  -- A recorded nn.GRU/nn.LSTM call's output stands for the call: the walk
+  -- goes on from the call's inputs instead.
+  for i, node in ipairs(self.nodes) do self.position_of_id[node.id] = self.position_of_id[node.id] or i end
+  for _, record in ipairs(rnn_records) do
+    for k, id in ipairs(record.outputs) do self.rnn_of_id[id] = {record = record, output = k} end
+  end
   local needed = {}
   for _, position in ipairs(traced.outputs) do needed[position] = true end
   for i = #self.nodes, 1, -1 do
     local node = self.nodes[i]
-    if needed[i] and not self.input_of_id[node.id] then
+    local call = self.rnn_of_id[node.id]
+    if needed[i] and call then
+      for _, id in ipairs({call.record.x, call.record.h0 or false, call.record.c0 or false}) do
+        if id then
+          local position = self.position_of_id[id]
+          if position == nil or position >= i then
+            self:fail(node, "the input of nn.%s is not in the traced graph", call.record.kind)
+          end
+          needed[position] = true
+        end
+      end
+    elseif needed[i] and not self.input_of_id[node.id] then
       for _, position in ipairs(node.inputs) do needed[position] = true end
     end
   end
   for i, node in ipairs(self.nodes) do
-    if needed[i] then self:translate(i, node) end
+    if needed[i] then
+      local call = self.rnn_of_id[node.id]
+      if call and not self.input_of_id[node.id] then
+        self:rnn_output(i, node, call)
+      else
+        self:translate(i, node)
+      end
+    end
   end
 
   -- Graph outputs: an Identity renames each (a value may be output twice,
