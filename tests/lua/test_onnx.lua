@@ -131,14 +131,14 @@ h.test("onnx.load runs the graph through the op registry, lazily, with trainable
   onnx.ops.TestScaledAdd = nil
 end)
 
-h.test("an op lazylua lacks is an error naming the op, its domain, opset and node", function()
+h.test("an op lazylua lacks is an error at load naming the op, its domain, opset and node", function()
   local path = temp("unknown.onnx")
   local model = one_node_model("NoSuchOp", {}, 12)
   model.graph.nodes[1].domain = "com.example"
   model.opset["com.example"] = 3
   h.write_bytes(path, native.onnx_encode_model(model))
-  local loaded = onnx.load(path)
-  h.err(function() loaded(tensor.ones(1, 3)) end, "node 'the_node'", "com.example.NoSuchOp", "opset 3", "unsupported")
+  h.err(function() onnx.load(path) end, "onnx.load", "node 'the_node'", "com.example.NoSuchOp", "opset 3",
+    "unsupported")
   h.still_works()
 end)
 
