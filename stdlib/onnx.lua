@@ -118,7 +118,7 @@ local function check_ops(graph, opset_of)
         end
         entry.count = entry.count + 1
       end
-      for _, value in pairs(node.attributes) do
+      for _, value in pairs(node.attributes or {}) do
         if type(value) == "table" then
           if value.nodes then visit(value, depth + 1) end
           for _, item in ipairs(value) do
