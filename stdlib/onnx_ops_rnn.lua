@@ -266,9 +266,11 @@ local function recurrent(kind)
       ys[d], final_h[d], final_c[d] = y, final.h, final.c
     end
 
-    local y, y_h, y_c = nil, tensor.stack(final_h, 1), nil                -- [D, N, H]
-    if want_ys then y = tensor.stack(ys, 2) end                           -- [T, D, N, H]
-    if kind == "LSTM" then y_c = tensor.stack(final_c, 1) end
+    -- one direction: views, no copies
+    local function stack(list, dim) return #list == 1 and list[1]:unsqueeze(dim) or tensor.stack(list, dim) end
+    local y, y_h, y_c = nil, stack(final_h, 1), nil                      -- [D, N, H]
+    if want_ys then y = stack(ys, 2) end                                 -- [T, D, N, H]
+    if kind == "LSTM" then y_c = stack(final_c, 1) end
     if layout == 1 then
       if y then y = y:permute(3, 1, 2, 4) end                            -- [N, T, D, H]
       y_h = y_h:transpose(1, 2)
