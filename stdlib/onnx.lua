@@ -133,7 +133,8 @@ local function check_ops(graph, opset_of)
   local parts = {}
   for i, key in ipairs(order) do
     local entry = missing[key]
-    parts[i] = entry.text .. (entry.count > 1 and string.format(" and %d more", entry.count - 1) or "")
+    local more = entry.count - 1
+    parts[i] = entry.text .. (more > 0 and string.format(" and %d more node%s", more, more == 1 and "" or "s") or "")
   end
   error(string.format("onnx.load: unsupported: %d op type%s lazylua lacks: %s", #order, #order == 1 and "" or "s",
     table.concat(parts, "; ")), 3)

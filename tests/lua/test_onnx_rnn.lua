@@ -376,8 +376,8 @@ h.test("onnx.load refuses a model with unsupported ops, listing each op type onc
     node("d", "Gelu", "com.example"), node("e", "If", "", {then_branch = body, else_branch = body})},
     initializers = {}, inputs = {{name = "x", elem_type = "f32"}}, outputs = {{name = "a_y", elem_type = "f32"}}}
   local message = h.err(function() return onnx.from_table({ir_version = 8, opset = {[""] = 13}, graph = graph}) end,
-    "unsupported: 4 op types lazylua lacks: node 'b' (Frobnicate, opset 13) and 1 more; " ..
-    "node 'd' (com.example.Gelu, opset 0); node 'e' (If, opset 13); node 'inner' (FancyOp, opset 13) and 1 more")
+    "unsupported: 4 op types lazylua lacks: node 'b' (Frobnicate, opset 13) and 1 more node; " ..
+    "node 'd' (com.example.Gelu, opset 0); node 'e' (If, opset 13); node 'inner' (FancyOp, opset 13) and 1 more node")
   assert(not message:find("Relu", 1, true), message)
   h.still_works()
 end)
