@@ -172,7 +172,7 @@ local function recurrent(kind)
       ctx:error("direction '%s' is not forward, reverse or bidirectional", tostring(direction))
     end
     local layout = util.attr(attrs, "layout", 0)
-    if attrs.layout ~= nil and ctx.opset < 14 then
+    if layout ~= 0 and ctx.opset < 14 then
       ctx:error("layout is an attribute from opset 14 on")
     end
     if layout ~= 0 and layout ~= 1 then ctx:error("layout is %s, expected 0 or 1", tostring(layout)) end
