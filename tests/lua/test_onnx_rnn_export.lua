@@ -65,6 +65,14 @@ h.test("a 2-layer batch_first GRU + Linear module: two GRU nodes, the module's o
   local want_out, want_h = net(x)
   same_values(out, want_out)
   same_values(h_n, want_h)
+  -- and the same gradient reaches the input through both
+  local x1, x2 = x:clone(), x:clone()
+  x1:requires_grad(true)
+  x2:requires_grad(true)
+  local a, b = model(x1), net(x2)
+  local loss = (a * a):sum() + (b * b):sum()  -- one backward for both: a and b are independent
+  loss:backward()
+  same_values(x1:grad(), x2:grad())
   os.remove(path)
 end)
 
