@@ -54,6 +54,10 @@ void read_options(lua_State* L, int arg, const char* function, Window2d* window)
   lua_pop(L, 1);
 }
 
+std::string dims_text(int rank) {
+  return rank == 2 ? "a pair {height, width}" : fmt::format("a list of {} integers", rank);
+}
+
 // One integer per spatial dim from the value on the stack top: an integer
 // (every dim) or a list of `rank` integers.
 void read_dims(lua_State* L, const char* function, const char* what, int rank, int64_t* out) {
@@ -61,8 +65,8 @@ void read_dims(lua_State* L, const char* function, const char* what, int rank, i
   if (lua_isnil(L, at)) return;
   if (lua_type(L, at) == LUA_TTABLE) {
     if (lua_rawlen(L, at) != static_cast<lua_Unsigned>(rank))
-      fail("{}: {} must be an integer or a list of {} integers, got a list of {}", function, what,
-           rank, lua_rawlen(L, at));
+      fail("{}: {} must be an integer or {}, got a list of {}", function, what, dims_text(rank),
+           lua_rawlen(L, at));
     for (int d = 0; d < rank; d++) {
       lua_safe::read_index(L, at, d + 1);
       out[d] = check_integer(L, lua_gettop(L), function);
@@ -73,7 +77,7 @@ void read_dims(lua_State* L, const char* function, const char* what, int rank, i
   int exact = 0;
   const lua_Integer value = lua_tointegerx(L, at, &exact);
   if (lua_type(L, at) != LUA_TNUMBER || !exact)
-    fail("{}: {} must be an integer or a list of {} integers, got {}", function, what, rank,
+    fail("{}: {} must be an integer or {}, got {}", function, what, dims_text(rank),
          lua_type(L, at) == LUA_TNUMBER ? "a fraction" : luaL_typename(L, at));
   for (int d = 0; d < rank; d++) out[d] = value;
 }

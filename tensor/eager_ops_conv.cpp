@@ -126,7 +126,11 @@ void check_conv_window(const ConvWindow& k, const char* op) {
              spatial_string(values, k.rank));
     }
   };
-  check(k.stride, "stride", 1);
+  for (int d = 0; d < k.rank; d++) {
+    if (k.stride[d] < 1 || k.stride[d] > kMaxField)
+      fail("{}: kernel size and stride must be 1 to {}, got stride {}", op, kMaxField,
+           spatial_string(k.stride, k.rank));
+  }
   check(k.dilation, "dilation", 1);
   check(k.pad_before, "padding", 0);
   check(k.pad_after, "padding", 0);
@@ -156,9 +160,12 @@ void check_conv_weight(const Shape& weight, int64_t channels, ConvWindow& k, con
     fail("{}: groups {} does not divide the input's {} channels", op, k.groups, channels);
   if (weight[0] % k.groups != 0)
     fail("{}: groups {} does not divide the weight's {} output channels", op, k.groups, weight[0]);
-  if (weight[1] * k.groups != channels)
-    fail("{}: weight {} must have {} input channels per group ({} channels, groups {}), got {}", op,
-         shape_string(weight), channels / k.groups, channels, k.groups, weight[1]);
+  if (weight[1] * k.groups != channels) {
+    std::string kernel;
+    for (int d = 0; d < rank; d++) kernel += fmt::format(", {}", weight[2 + d]);
+    fail("{}: weight must be [O, {}{}] for a {}-channel input with groups {}, got {}", op,
+         channels / k.groups, kernel, channels, k.groups, shape_string(weight));
+  }
   for (int d = 0; d < rank; d++) {
     if (weight[2 + d] < 1 || weight[2 + d] > kMaxField)
       fail("{}: the kernel {} must be 1 to {} in every dim", op, shape_string(weight), kMaxField);
@@ -177,8 +184,8 @@ Shape conv_output_shape(const Shape& input, int64_t out_channels, const ConvWind
       int64_t reach[ConvWindow::kMaxRank];
       for (int e = 0; e < k.rank; e++) reach[e] = k.reach(e);
       fail(
-          "{}: input {} (padding {} before, {} after) is smaller than the kernel's reach {} "
-          "(kernel {}, dilation {}): the output would be empty",
+          "{}: input {} (padding {} before, {} after) is smaller than the kernel {} (kernel "
+          "{} dilated by {}): the output would be empty",
           op, spatial_string(input), spatial_string(k.pad_before, k.rank),
           spatial_string(k.pad_after, k.rank), spatial_string(reach, k.rank),
           spatial_string(k.kernel, k.rank), spatial_string(k.dilation, k.rank));

@@ -431,14 +431,16 @@ end)
 h.test("bad inputs are clear errors naming the function and the value", function()
   local x = tensor.ones(1, 4, 6, 6)
   local w = tensor.ones(4, 2, 3, 3)
-  h.err(function() tensor.conv2d(x, w, {groups = 2, stride = 0}) end, "conv2d", "stride", "0")
+  h.err(function() tensor.conv2d(x, w, {groups = 2, stride = 0}) end, "conv2d", "got stride 0x0")
+  h.err(function() tensor.conv1d(tensor.ones(1, 2, 5), tensor.ones(1, 2, 3), {stride = {1, 1}}) end,
+    "conv1d: stride must be an integer or a list of 1 integers")
   h.err(function() tensor.conv2d(x, w, {groups = 3}) end, "conv2d", "groups 3 does not divide")
   h.err(function() tensor.conv2d(x, tensor.ones(4, 3, 3, 3), {groups = 2}) end, "conv2d",
-    "input channels per group")
+    "weight must be [O, 2, 3, 3] for a 4-channel input with groups 2")
   h.err(function() tensor.conv2d(x, tensor.ones(3, 4, 3, 3), {groups = 2}) end, "conv2d")
   h.err(function() tensor.conv2d(x, w, {groups = 0}) end, "conv2d", "groups must be")
   h.err(function() tensor.conv2d(x, w, {groups = 2, dilation = 4}) end, "conv2d",
-    "smaller than the kernel's reach")
+    "is smaller than the kernel 9x9 (kernel 3x3 dilated by 4x4)")
   h.err(function() tensor.conv2d(x, w, tensor.ones(3), {groups = 2}) end, "conv2d",
     "bias must be [4]")
   h.err(function() tensor.conv2d(x, w, {groups = 2, strde = 1}) end,
@@ -449,7 +451,7 @@ h.test("bad inputs are clear errors naming the function and the value", function
     "conv2d", "\"same\" needs stride 1")
   h.err(function() tensor.conv2d(x, w, {groups = 2, padding = "full"}) end, "conv2d", "\"full\"")
   h.err(function() tensor.conv2d(x, w, {groups = 2, stride = {1, 2, 3}}) end, "conv2d",
-    "list of 2 integers")
+    "stride must be an integer or a pair")
   h.err(function() tensor.conv2d(x, w, {groups = 2, dilation = 1.5}) end, "conv2d", "fraction")
   h.err(function() tensor.conv1d(x, w) end, "conv1d", "[N, C, L]")
   h.err(function() tensor.conv3d(x, w) end, "conv3d", "[N, C, D, H, W]")
