@@ -412,8 +412,8 @@ h.test("init: uniform bounds with fan_in counting the groups", function()
   tensor.manual_seed(5)
   local function check(layer, fan_in)
     local bound = 1 / math.sqrt(fan_in)
-    for _, name in ipairs({"weight", "bias"}) do
-      local top = layer[name]:abs():max():item()
+    local tops = {weight = layer.weight:abs():max():item(), bias = layer.bias:abs():max():item()}
+    for name, top in pairs(tops) do
       assert(top <= bound, string.format("%s %s: %g > %g", tostring(layer), name, top, bound))
       assert(top > (name == "weight" and 0.95 or 0.7) * bound,
         string.format("%s %s: %g far below %g", tostring(layer), name, top, bound))
