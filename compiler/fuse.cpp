@@ -352,9 +352,9 @@ Lowering lowering_of(const Program& program, int index) {
     }
     case Op::matmul:
       return Lowering::matmul;
-    case Op::conv2d:
-    case Op::conv2d_grad_input:
-    case Op::conv2d_grad_weight:
+    case Op::conv:
+    case Op::conv_grad_input:
+    case Op::conv_grad_weight:
     case Op::max_pool2d:
     case Op::max_pool2d_grad:
     case Op::argsort:

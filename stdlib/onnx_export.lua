@@ -322,11 +322,48 @@ function handlers.scatter_add(self, i, node)
     self:input(i, 3, node.dtype)}, {axis = node.attrs[1], reduction = "add"})
 end
 
-function handlers.conv2d(self, i, node)
+-- A convolution node's window: sub_op is the spatial rank; attrs are the
+-- groups, then per spatial dim stride, dilation, pad before and pad after
+-- packed 16 bits each (tensor/eager_ops_conv.cpp).
+local function conv_window(node, kernel)
+  local window = {group = node.attrs[1], kernel_shape = kernel, strides = {}, dilations = {},
+    pads = {}}
+  local rank = node.sub_op
+  for d = 1, rank do
+    local packed = node.attrs[d + 1]
+    window.strides[d] = packed & 0xFFFF
+    window.dilations[d] = (packed >> 16) & 0xFFFF
+    window.pads[d] = (packed >> 32) & 0xFFFF
+    window.pads[rank + d] = (packed >> 48) & 0xFFFF
+  end
+  return window
+end
+
+local function conv_inputs(self, i, node)
+  local inputs = {self:input(i, 1), self:input(i, 2)}
+  if node.inputs[3] then inputs[3] = self:input(i, 3) end
+  return inputs
+end
+
+function handlers.conv(self, i, node)
+  local w = self.nodes[node.inputs[2]]
+  return self:emit(node, "Conv", conv_inputs(self, i, node),
+    conv_window(node, {table.unpack(w.shape, 3)}))
+end
+
+-- conv_grad_input is the transposed convolution; its output_padding is
+-- what the node's extents have beyond the window's.
+function handlers.conv_grad_input(self, i, node)
   local x, w = self.nodes[node.inputs[1]], self.nodes[node.inputs[2]]
-  local attributes = self:conv_attributes(node, node.attrs)
-  attributes.group = x.shape[2] // w.shape[2]
-  return self:emit(node, "Conv", {self:input(i, 1), self:input(i, 2)}, attributes)
+  local window = conv_window(node, {table.unpack(w.shape, 3)})
+  local rank = node.sub_op
+  window.output_padding = {}
+  for d = 1, rank do
+    local reach = window.dilations[d] * (window.kernel_shape[d] - 1) + 1
+    window.output_padding[d] = node.shape[d + 2] - ((x.shape[d + 2] - 1) * window.strides[d]
+      - window.pads[d] - window.pads[rank + d] + reach)
+  end
+  return self:emit(node, "ConvTranspose", conv_inputs(self, i, node), window)
 end
 
 function handlers.max_pool2d(self, i, node)
@@ -338,7 +375,7 @@ end
 -- Ops whose output's dim 1 is its first input's dim 1 when that one is the
 -- batch (the value's extent there is checked too).
 local keeps_batch = {unary = true, binary = true, where = true, cast = true, clamp = true,
-  matmul = true, conv2d = true, max_pool2d = true}
+  matmul = true, conv = true, conv_grad_input = true, max_pool2d = true}
 
 -- Whether node i's dim 1 is the dynamic batch dim (false when no input
 -- has it). An op that would bake the batch extent into the model, or move

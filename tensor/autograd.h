@@ -126,7 +126,10 @@ Tensor gather(const Tensor& a, int dim, const Tensor& index);
 Tensor index_select(const Tensor& a, int dim, const Tensor& index);
 Tensor flip(const Tensor& a, const std::vector<int>& dims);
 Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window);
+// bias: null or [O]. conv_transpose records conv_grad_input.
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvWindow& window);
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                      const ConvWindow& window, const int64_t* output_padding);
 Tensor max_pool2d(const Tensor& x, const Window2d& window);
 
 }  // namespace autograd

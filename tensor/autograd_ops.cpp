@@ -214,9 +214,35 @@ Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tenso
 
 // ---- Convolution and pooling ----
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window) {
-  return record(lazylua::conv2d(x, weight, window), call(Op::conv2d, 0, window_attrs(window)),
-                {x, weight});
+namespace {
+
+Attrs conv_attrs(const ConvWindow& window) {
+  Attrs attrs;
+  ops::conv_window_to_attrs(window, attrs.values);
+  return attrs;
+}
+
+std::vector<Tensor> conv_inputs(const Tensor& x, const Tensor& weight, const Tensor* bias) {
+  if (bias) return {x, weight, *bias};
+  return {x, weight};
+}
+
+}  // namespace
+
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvWindow& window) {
+  Tensor out = lazylua::conv(x, weight, bias, window);
+  if (!needs_grad(x) && !needs_grad(weight) && !(bias && needs_grad(*bias))) return out;
+  return record(out, call(Op::conv, static_cast<uint8_t>(window.rank), conv_attrs(window)),
+                conv_inputs(x, weight, bias));
+}
+
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                      const ConvWindow& window, const int64_t* output_padding) {
+  Tensor out = lazylua::conv_transpose(x, weight, bias, window, output_padding);
+  if (!needs_grad(x) && !needs_grad(weight) && !(bias && needs_grad(*bias))) return out;
+  return record(out,
+                call(Op::conv_grad_input, static_cast<uint8_t>(window.rank), conv_attrs(window)),
+                conv_inputs(x, weight, bias));
 }
 
 Tensor max_pool2d(const Tensor& x, const Window2d& window) {

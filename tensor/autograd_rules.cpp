@@ -491,17 +491,54 @@ Grads scatter_add_rule(const GradNode& node, const Tensor& g) {
 
 // ---- Convolution and pooling ----
 
-// (x, weight)
-Grads conv2d_rule(const GradNode& node, const Tensor& g) {
-  const Window2d window = ops::window_from_attrs(node.call.attrs.values);
+ConvWindow conv_window(const GradNode& node) {
+  return ops::conv_window_from_attrs(node.call.sub_op, node.call.attrs.values);
+}
+
+// A bias's gradient: g [N, C, spatial...] summed to [C].
+Tensor bias_gradient(const GradNode& node, const Tensor& g) {
+  if (node.inputs.size() < 3 || !wants(node, 2)) return Tensor{};
+  Tensor sum = g;
+  for (int d = g->shape.rank() - 1; d >= 2; d--) {
+    sum = lazylua::reduce(ReduceOp::sum, sum, d, false);
+  }
+  return lazylua::reduce(ReduceOp::sum, sum, 0, false);
+}
+
+// (x, weight [, bias])
+Grads conv_rule(const GradNode& node, const Tensor& g) {
+  const ConvWindow window = conv_window(node);
   Tensor gx, gw;
   if (wants(node, 0)) {
-    gx = lazylua::conv2d_grad_input(g, input(node, g, 1), input_shape(node, 0), window);
+    gx = lazylua::conv_grad_input(g, input(node, g, 1), nullptr, input_shape(node, 0), window);
   }
   if (wants(node, 1)) {
-    gw = lazylua::conv2d_grad_weight(g, input(node, g, 0), input_shape(node, 1), window);
+    gw = lazylua::conv_grad_weight(g, input(node, g, 0), input_shape(node, 1), window);
   }
-  return {gx, gw};
+  Grads grads{gx, gw};
+  if (node.inputs.size() > 2) grads.push_back(bias_gradient(node, g));
+  return grads;
+}
+
+// The transposed convolution (x, weight [, bias]): its adjoint in x is the
+// convolution, cut back to x's extents (an output_padding of at least the
+// stride gives the convolution more positions than x has).
+Grads conv_grad_input_rule(const GradNode& node, const Tensor& g) {
+  const ConvWindow window = conv_window(node);
+  const Shape& x_shape = input_shape(node, 0);
+  Tensor gx, gw;
+  if (wants(node, 0)) {
+    gx = lazylua::conv(g, input(node, g, 1), nullptr, window);
+    for (int d = 2; d < x_shape.rank(); d++) {
+      if (gx->shape[d] > x_shape[d]) gx = lazylua::narrow(gx, d, 0, x_shape[d]);
+    }
+  }
+  if (wants(node, 1)) {
+    gw = lazylua::conv_grad_weight(input(node, g, 0), g, input_shape(node, 1), window);
+  }
+  Grads grads{gx, gw};
+  if (node.inputs.size() > 2) grads.push_back(bias_gradient(node, g));
+  return grads;
 }
 
 Grads max_pool2d_rule(const GradNode& node, const Tensor& g) {
@@ -550,10 +587,11 @@ constexpr Row kRows[] = {
   {Op::gather,             {differentiable, in1, gather_rule}},
   {Op::index_select,       {differentiable, in1, index_select_rule}},
   {Op::scatter_add,        {differentiable, in1, scatter_add_rule}},
-  {Op::conv2d,             {differentiable, in0 | in1, conv2d_rule}},
-  // The *_grad ops would be second derivatives.
-  {Op::conv2d_grad_input,  {unsupported}},
-  {Op::conv2d_grad_weight, {unsupported}},
+  {Op::conv,               {differentiable, in0 | in1, conv_rule}},
+  // conv_grad_input is also the transposed convolution; the weight
+  // gradient's own gradient (a second derivative) is not supported.
+  {Op::conv_grad_input,    {differentiable, in0 | in1, conv_grad_input_rule}},
+  {Op::conv_grad_weight,   {unsupported}},
   {Op::max_pool2d,         {differentiable, in0, max_pool2d_rule}},
   {Op::max_pool2d_grad,    {unsupported}},
   {Op::argsort,            {none}},  // positions are integers

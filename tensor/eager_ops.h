@@ -116,17 +116,34 @@ Array index_select(const Array& a, int dim, const Array& index);
 // Resolves one -1 extent of `shape` against `numel`; Errors name `op`.
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
 
-// Convolution and max pooling over [N, C, H, W] f32/f64 arrays (2-D, no
-// dilation or groups), as torch.nn.functional.conv2d and max_pool2d; the
-// gradients of both. The window's six numbers are the IR node's attrs.
+// Convolutions over [N, C, spatial...] f32/f64 arrays of spatial rank 1 to 3
+// (window.rank), as torch.nn.functional.conv{1,2,3}d with asymmetric
+// padding, and their gradients; `bias` is nullptr or [O] (the transposed
+// convolution's [C] for conv_grad_input). The window's kernel is taken from
+// the weight. The IR nodes hold the rest of the window in their attrs
+// (conv_window_to_attrs) and the rank in sub_op. Errors name conv_name().
+const char* conv_name(int rank, bool transposed);  // "conv2d", "conv_transpose2d"
+void conv_window_to_attrs(const ConvWindow& window, int64_t* attrs);
+ConvWindow conv_window_from_attrs(int rank, const int64_t* attrs);
+// x [N, C, in...], weight [O, C/groups, k...] -> [N, O, out...].
+Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow window);
+// The adjoint of conv in x, which is also the transposed convolution of
+// grad_y (whose extents may be short of conv's: output_padding).
+Array conv_grad_input(const Array& grad_y, const Array& weight, const Array* bias,
+                      const Shape& input_shape, ConvWindow window);
+Array conv_grad_weight(const Array& grad_y, const Array& x, const Shape& weight_shape,
+                       ConvWindow window);
+// Checks a transposed convolution of x [N, C, in...] by weight [C, O/groups,
+// k...] and returns its output shape [N, O, out...], out = (in - 1) * stride
+// - pad_before - pad_after + dilation * (k - 1) + output_padding + 1.
+Shape conv_transpose_shape(const Array& x, const Array& weight, const Array* bias,
+                           ConvWindow window, const int64_t* output_padding);
+
+// Max pooling over [N, C, H, W] f32/f64 arrays, as
+// torch.nn.functional.max_pool2d, and its gradient. The window's six
+// numbers are the IR node's attrs.
 Window2d window_from_attrs(const int64_t* attrs);
 void window_to_attrs(const Window2d& window, int64_t* attrs);
-// x [N, C, H, W], weight [O, C, kh, kw] -> [N, O, OH, OW].
-Array conv2d(const Array& x, const Array& weight, const Window2d& window);
-Array conv2d_grad_input(const Array& grad_y, const Array& weight, const Shape& input_shape,
-                        const Window2d& window);
-Array conv2d_grad_weight(const Array& grad_y, const Array& x, const Shape& weight_shape,
-                         const Window2d& window);
 // x [N, C, H, W] -> [N, C, OH, OW]; padding is -inf and at most half the kernel.
 Array max_pool2d(const Array& x, const Window2d& window);
 Array max_pool2d_grad(const Array& grad_y, const Array& x, const Window2d& window);

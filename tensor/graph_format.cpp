@@ -47,9 +47,18 @@ std::string attr_string(const Node& node) {
       for (int i = 0; i < rank; i++) text += fmt::format("{}{}", i ? "," : "", a[i]);
       return text + "]";
     }
-    case Op::conv2d:
-    case Op::conv2d_grad_input:
-    case Op::conv2d_grad_weight:
+    case Op::conv:
+    case Op::conv_grad_input:
+    case Op::conv_grad_weight: {
+      const ConvWindow k = ops::conv_window_from_attrs(node.sub_op, a);
+      auto list = [&](const int64_t* values) {
+        std::string text;
+        for (int d = 0; d < k.rank; d++) text += fmt::format("{}{}", d ? "x" : "", values[d]);
+        return text;
+      };
+      return fmt::format("groups={}, stride={}, dilation={}, padding={} before {} after", k.groups,
+                         list(k.stride), list(k.dilation), list(k.pad_before), list(k.pad_after));
+    }
     case Op::max_pool2d:
     case Op::max_pool2d_grad:
       return fmt::format("kernel={}x{}, stride={}x{}, padding={}x{}", a[0], a[1], a[2], a[3], a[4],

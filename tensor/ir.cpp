@@ -66,10 +66,11 @@ int attr_count(Op op, int input_rank) {
       return 2;
     case Op::slice:
       return 3;
+    case Op::conv:
+    case Op::conv_grad_input:
+    case Op::conv_grad_weight:
+      return input_rank - 1;  // groups, then one per spatial dim
     case Op::scan:
-    case Op::conv2d:
-    case Op::conv2d_grad_input:
-    case Op::conv2d_grad_weight:
     case Op::max_pool2d:
     case Op::max_pool2d_grad:
       return 6;
@@ -205,6 +206,17 @@ const char* op_name(Op op, uint8_t sub_op, const int64_t* attrs) {
       return attrs[1] ? "log_softmax" : "softmax";
     case Op::collective:
       return collective_op_name(static_cast<CollectiveOp>(sub_op));
+    case Op::conv:
+    case Op::conv_grad_input:
+    case Op::conv_grad_weight: {
+      // "conv2d", "conv2d_grad_input"...: the rank is in sub_op.
+      static const char* const kNames[3][4] = {
+          {"conv", "conv1d", "conv2d", "conv3d"},
+          {"conv_grad_input", "conv1d_grad_input", "conv2d_grad_input", "conv3d_grad_input"},
+          {"conv_grad_weight", "conv1d_grad_weight", "conv2d_grad_weight", "conv3d_grad_weight"}};
+      const int kind = op == Op::conv ? 0 : op == Op::conv_grad_input ? 1 : 2;
+      return kNames[kind][sub_op <= 3 ? sub_op : 0];
+    }
     default:
       return op_name(op);
   }
@@ -331,12 +343,15 @@ Array evaluate_node(const Node& node, const std::vector<Array>& in) {
       return ops::index_select(in[0], static_cast<int>(a[0]), in[1]);
     case Op::scatter_add:
       return ops::scatter_add(in[0], static_cast<int>(a[0]), in[1], in[2]);
-    case Op::conv2d:
-      return ops::conv2d(in[0], in[1], ops::window_from_attrs(a));
-    case Op::conv2d_grad_input:
-      return ops::conv2d_grad_input(in[0], in[1], node.shape, ops::window_from_attrs(a));
-    case Op::conv2d_grad_weight:
-      return ops::conv2d_grad_weight(in[0], in[1], node.shape, ops::window_from_attrs(a));
+    case Op::conv:
+      return ops::conv(in[0], in[1], in.size() > 2 ? &in[2] : nullptr,
+                       ops::conv_window_from_attrs(node.sub_op, a));
+    case Op::conv_grad_input:
+      return ops::conv_grad_input(in[0], in[1], in.size() > 2 ? &in[2] : nullptr, node.shape,
+                                  ops::conv_window_from_attrs(node.sub_op, a));
+    case Op::conv_grad_weight:
+      return ops::conv_grad_weight(in[0], in[1], node.shape,
+                                   ops::conv_window_from_attrs(node.sub_op, a));
     case Op::max_pool2d:
       return ops::max_pool2d(in[0], ops::window_from_attrs(a));
     case Op::max_pool2d_grad:

@@ -48,9 +48,11 @@ namespace lazylua {
   X(gather)        /* (input, index); attrs: dim */                                            \
   X(index_select)  /* (input, index); attrs: dim */                                            \
   X(scatter_add)   /* (base, index, src): base plus src added at index; attrs: dim */          \
-  X(conv2d)        /* (x, weight); attrs: the window kh, kw, sh, sw, ph, pw (Window2d) */     \
-  X(conv2d_grad_input)  /* (grad_y, weight) -> grad_x of the node's shape; attrs: window */    \
-  X(conv2d_grad_weight) /* (grad_y, x) -> grad_weight of the node's shape; attrs: window */    \
+  X(conv)          /* (x, weight [, bias]); sub_op: spatial rank 1-3; attrs: groups, then */  \
+                   /* per spatial dim stride, dilation, pads packed (ops::conv_window_*) */   \
+  X(conv_grad_input)  /* (grad_y, weight [, bias]) -> grad_x of the node's shape, also the */  \
+                      /* transposed conv; sub_op, attrs: as conv */                            \
+  X(conv_grad_weight) /* (grad_y, x) -> grad_weight of the node's shape; as conv */            \
   X(max_pool2d)      /* (x); attrs: window */                                                  \
   X(max_pool2d_grad) /* (grad_y, x) -> grad_x; attrs: window */                                \
   X(argsort)       /* (x) -> i64 1-based stable positions; attrs: dim, descending */          \

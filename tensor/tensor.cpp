@@ -790,49 +790,85 @@ Tensor flip(const Tensor& a, const std::vector<int>& dims) {
 namespace {
 
 // Eager mode runs compute(arrays); lazy mode runs it on meta arrays for the
-// result's shape and checks, and records `op` with the window as attrs.
+// result's shape and checks, and records `op` with `attrs`. Null inputs
+// (an absent bias) are left out.
 template <typename Compute>
-Tensor windowed(Op op, std::initializer_list<const Tensor*> inputs, const Window2d& window,
-                Compute&& compute) {
+Tensor windowed(Op op, uint8_t sub_op, std::initializer_list<const Tensor*> inputs,
+                const Attrs& attrs, Compute&& compute) {
   const Tensor& first = **inputs.begin();
   std::vector<Array> arrays;
   if (first->context->eager) {
-    for (const Tensor* t : inputs) arrays.push_back(eager_data(*t));
+    for (const Tensor* t : inputs) arrays.push_back(t ? eager_data(*t) : Array{});
     return wrap(first, compute(arrays));
   }
   Array m;
   {
     MetaScope scope;
-    for (const Tensor* t : inputs) arrays.push_back(meta(*t));
+    for (const Tensor* t : inputs) arrays.push_back(t ? meta(*t) : Array{});
     m = compute(arrays);
   }
+  std::vector<NodeRef> nodes;
+  for (const Tensor* t : inputs) {
+    if (t) nodes.push_back(value_of(*t));
+  }
+  return record(context_of(first), op, sub_op, m, std::move(nodes), attrs);
+}
+
+template <typename Compute>
+Tensor windowed(Op op, std::initializer_list<const Tensor*> inputs, const Window2d& window,
+                Compute&& compute) {
   Attrs attrs;
   ops::window_to_attrs(window, attrs.values);
-  std::vector<NodeRef> nodes;
-  for (const Tensor* t : inputs) nodes.push_back(value_of(*t));
-  return record(context_of(first), op, 0, m, std::move(nodes), attrs);
+  return windowed(op, 0, inputs, attrs, std::forward<Compute>(compute));
+}
+
+Attrs conv_attrs(const ConvWindow& window) {
+  Attrs attrs;
+  ops::conv_window_to_attrs(window, attrs.values);
+  return attrs;
+}
+
+// The third array when a bias was given.
+const Array* bias_of(const std::vector<Array>& in, const Tensor* bias) {
+  return bias ? &in[2] : nullptr;
 }
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window) {
-  return windowed(Op::conv2d, {&x, &weight}, window,
-                  [&](const std::vector<Array>& in) { return ops::conv2d(in[0], in[1], window); });
-}
-
-Tensor conv2d_grad_input(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
-                         const Window2d& window) {
-  return windowed(Op::conv2d_grad_input, {&grad_y, &weight}, window,
-                  [&](const std::vector<Array>& in) {
-                    return ops::conv2d_grad_input(in[0], in[1], input_shape, window);
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvWindow& window) {
+  return windowed(Op::conv, static_cast<uint8_t>(window.rank), {&x, &weight, bias},
+                  conv_attrs(window), [&](const std::vector<Array>& in) {
+                    return ops::conv(in[0], in[1], bias_of(in, bias), window);
                   });
 }
 
-Tensor conv2d_grad_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
-                          const Window2d& window) {
-  return windowed(Op::conv2d_grad_weight, {&grad_y, &x}, window, [&](const std::vector<Array>& in) {
-    return ops::conv2d_grad_weight(in[0], in[1], weight_shape, window);
-  });
+Tensor conv_grad_input(const Tensor& grad_y, const Tensor& weight, const Tensor* bias,
+                       const Shape& input_shape, const ConvWindow& window) {
+  return windowed(Op::conv_grad_input, static_cast<uint8_t>(window.rank), {&grad_y, &weight, bias},
+                  conv_attrs(window), [&](const std::vector<Array>& in) {
+                    return ops::conv_grad_input(in[0], in[1], bias_of(in, bias), input_shape,
+                                                window);
+                  });
+}
+
+Tensor conv_grad_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
+                        const ConvWindow& window) {
+  return windowed(Op::conv_grad_weight, static_cast<uint8_t>(window.rank), {&grad_y, &x},
+                  conv_attrs(window), [&](const std::vector<Array>& in) {
+                    return ops::conv_grad_weight(in[0], in[1], weight_shape, window);
+                  });
+}
+
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                      const ConvWindow& window, const int64_t* output_padding) {
+  Shape out;
+  {
+    MetaScope scope;
+    const Array bias_meta = bias ? meta(*bias) : Array{};
+    out = ops::conv_transpose_shape(meta(x), meta(weight), bias ? &bias_meta : nullptr, window,
+                                    output_padding);
+  }
+  return conv_grad_input(x, weight, bias, out, window);
 }
 
 Tensor max_pool2d(const Tensor& x, const Window2d& window) {

@@ -149,12 +149,17 @@ Tensor flip(const Tensor& a, const std::vector<int>& dims);
 std::vector<std::pair<int, Tensor>> flip_steps(const Tensor& a, const std::vector<int>& dims);
 Tensor scatter_add(const Tensor& base, int dim, const Tensor& index, const Tensor& src);
 
-// Convolution and max pooling over [N, C, H, W] (ops::conv2d and friends).
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Window2d& window);
-Tensor conv2d_grad_input(const Tensor& grad_y, const Tensor& weight, const Shape& input_shape,
-                         const Window2d& window);
-Tensor conv2d_grad_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
-                          const Window2d& window);
+// Convolutions of spatial rank 1 to 3 (ops::conv and friends; `bias` may
+// be null) and max pooling over [N, C, H, W].
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const ConvWindow& window);
+Tensor conv_grad_input(const Tensor& grad_y, const Tensor& weight, const Tensor* bias,
+                       const Shape& input_shape, const ConvWindow& window);
+Tensor conv_grad_weight(const Tensor& grad_y, const Tensor& x, const Shape& weight_shape,
+                        const ConvWindow& window);
+// The transposed convolution: checked (ops::conv_transpose_shape), then
+// recorded as conv_grad_input of x.
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                      const ConvWindow& window, const int64_t* output_padding);
 Tensor max_pool2d(const Tensor& x, const Window2d& window);
 Tensor max_pool2d_grad(const Tensor& grad_y, const Tensor& x, const Window2d& window);
 

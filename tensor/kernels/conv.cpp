@@ -1,168 +1,117 @@
-// conv.cpp - convolution as matrix products over columns built a few
-// samples at a time, and max pooling.
+// conv.cpp - convolutions of spatial rank 1 to 3 as matrix products over
+// columns built a chunk at a time; the dispatch to the direct depthwise
+// kernels (conv_depthwise.cpp).
 //
-// A convolution's columns (im2col: row (c, i, j) holds input channel c
-// shifted by (i, j) under every output position) are built for a chunk of
-// samples at once, into a buffer small enough to stay in cache, and
-// multiplied by the weight [O, C*kh*kw] with one BLAS call per chunk. The
-// full column matrix of a batch (9x the input for a 3x3 kernel) is never
-// written to memory. Chunks run in parallel, each with single-threaded BLAS.
+// A group's columns (im2col: row (c, taps) holds input channel c shifted by
+// the tap under every output position) are built for one chunk of output
+// positions at a time, into a buffer of at most kScratchElements, and
+// multiplied by the group's weight [O/groups, C/groups * taps] with one
+// BLAS call per chunk. A chunk is several whole samples when a sample's
+// output plane is small, else a run of one sample's positions, so no
+// temporary grows with the input size, the dilation or the batch: the full
+// column matrix (9x the input for a 3x3 kernel) is never in memory.
+// A 1x1 window with stride 1 and no padding needs no columns at all: the
+// input is the right-hand matrix as it lies.
 //
-// The chunk size depends only on the shapes, never on the thread count, and
-// the weight gradient adds the chunks' partial products in chunk order: the
-// same inputs give the same bits with any number of threads.
+// Chunks (and groups) run in parallel, each with a single-threaded BLAS
+// call; a convolution of one chunk and one group hands the pool to BLAS
+// instead. The chunks depend only on the shapes, never on the thread count;
+// every output element is one BLAS dot product over the same terms, an
+// input gradient element sums its terms in chunk order, and the weight
+// gradient adds a fixed number of partial sums in a fixed order: the same
+// inputs give the same bits with any number of threads.
 #include "conv.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "../thread_pool.h"
+#include "conv_geometry.h"
 #include "matmul.h"
 
 namespace lazylua {
 namespace {
 
-// Columns per chunk to aim for: a chunk's columns (C*kh*kw rows) and its
-// products then stay within a core's L2 for the layers of small CNNs.
-constexpr int64_t kChunkColumns = 1024;
+using conv_detail::ConvGeometry;
+using conv_detail::inside_range;
 
-struct ConvShape {
-  int64_t n, c, h, w, o, oh, ow;
-  int64_t plane() const { return oh * ow; }                          // output positions of a sample
-  int64_t rows(const Window2d& k) const { return c * k.kh * k.kw; }  // column rows
+// Elements of one chunk's columns: 2 MiB of f32, within a core's L2 share.
+constexpr int64_t kScratchElements = int64_t{1} << 19;
+// Output positions per chunk: enough columns for BLAS to run at speed,
+// few enough to stay in cache.
+constexpr int64_t kMinChunkColumns = 32;
+constexpr int64_t kMaxChunkColumns = 4096;
+// Partial sums of a weight gradient, per group (a bound on the memory the
+// gradient takes beyond the weight's size, and the work split across threads).
+constexpr int64_t kWeightTasks = 8;
+
+// Samples [first, first + count) whole, or one sample's output positions
+// [begin, end) (count == 1).
+struct Chunk {
+  int64_t first = 0, count = 1, begin = 0, end = 0;
+  int64_t span() const { return end - begin; }
+  int64_t columns() const { return count * span(); }
 };
 
-ConvShape conv_shape(const Array& x, int64_t out_channels, const Window2d& k) {
-  ConvShape s{x.shape[0], x.shape[1], x.shape[2], x.shape[3], out_channels, 0, 0};
-  s.oh = k.out_height(s.h);
-  s.ow = k.out_width(s.w);
-  return s;
-}
-
-int64_t chunk_samples(const ConvShape& s) {
-  return std::clamp<int64_t>(kChunkColumns / std::max<int64_t>(1, s.plane()), 1, s.n);
-}
-
-// Columns of `count` samples from `x` (sample `first` on), into cols
-// [rows, count * plane]: zero where the window reads padding.
-template <typename T>
-void im2col(const T* x, const ConvShape& s, const Window2d& k, int64_t first, int64_t count,
-            T* cols) {
-  const int64_t plane = s.plane(), width = count * plane;
-  for (int64_t c = 0; c < s.c; c++) {
-    for (int64_t i = 0; i < k.kh; i++) {
-      for (int64_t j = 0; j < k.kw; j++) {
-        T* row = cols + ((c * k.kh + i) * k.kw + j) * width;
-        // Output columns whose input column w = ow*sw - pw + j is inside.
-        const int64_t lo = std::clamp<int64_t>((k.pw - j + k.sw - 1) / k.sw, 0, s.ow);
-        const int64_t hi = std::clamp<int64_t>((s.w + k.pw - j + k.sw - 1) / k.sw, lo, s.ow);
-        for (int64_t b = 0; b < count; b++) {
-          const T* image = x + ((first + b) * s.c + c) * s.h * s.w;
-          for (int64_t oh = 0; oh < s.oh; oh++) {
-            T* out = row + b * plane + oh * s.ow;
-            const int64_t h = oh * k.sh - k.ph + i;
-            if (h < 0 || h >= s.h) {
-              std::fill(out, out + s.ow, T(0));
-              continue;
-            }
-            const T* in = image + h * s.w;  // element ow * sw - pw + j
-            std::fill(out, out + lo, T(0));
-            if (k.sw == 1) {
-              std::memcpy(out + lo, in + (lo - k.pw + j), static_cast<size_t>(hi - lo) * sizeof(T));
-            } else {
-              for (int64_t ow = lo; ow < hi; ow++) out[ow] = in[ow * k.sw - k.pw + j];
-            }
-            std::fill(out + hi, out + s.ow, T(0));
-          }
-        }
-      }
+class Chunking {
+ public:
+  explicit Chunking(const ConvGeometry& g) : samples_(g.n), plane_(g.out_plane()) {
+    const int64_t columns =
+        g.pointwise() ? plane_
+                      : std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
+                                            kMinChunkColumns, kMaxChunkColumns);
+    if (plane_ <= columns) {
+      per_chunk_ = g.pointwise() ? 1 : std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
+      parts_ = 1;
+    } else {
+      per_chunk_ = 1;
+      parts_ = (plane_ + columns - 1) / columns;
+      part_size_ = columns;
     }
   }
-}
-
-// The inverse: adds cols [rows, count * plane] into grad_x's samples, which
-// the caller has zeroed. Each input element sums its terms in (i, j) order.
-template <typename T>
-void col2im(const T* cols, const ConvShape& s, const Window2d& k, int64_t first, int64_t count,
-            T* grad_x) {
-  const int64_t plane = s.plane(), width = count * plane;
-  for (int64_t b = 0; b < count; b++) {
-    for (int64_t c = 0; c < s.c; c++) {
-      T* image = grad_x + ((first + b) * s.c + c) * s.h * s.w;
-      for (int64_t i = 0; i < k.kh; i++) {
-        for (int64_t j = 0; j < k.kw; j++) {
-          const T* row = cols + ((c * k.kh + i) * k.kw + j) * width + b * plane;
-          const int64_t lo = std::clamp<int64_t>((k.pw - j + k.sw - 1) / k.sw, 0, s.ow);
-          const int64_t hi = std::clamp<int64_t>((s.w + k.pw - j + k.sw - 1) / k.sw, lo, s.ow);
-          for (int64_t oh = 0; oh < s.oh; oh++) {
-            const int64_t h = oh * k.sh - k.ph + i;
-            if (h < 0 || h >= s.h) continue;
-            T* out = image + h * s.w;
-            const T* in = row + oh * s.ow;
-            for (int64_t ow = lo; ow < hi; ow++) out[ow * k.sw - k.pw + j] += in[ow];
-          }
-        }
-      }
-    }
+  // Chunks in order: sample-major, positions within a sample.
+  int64_t count() const {
+    return parts_ == 1 ? (samples_ + per_chunk_ - 1) / per_chunk_ : samples_ * parts_;
   }
-}
-
-// Rows [rows_count, plane] of each of `count` samples (sample-major, as
-// in [N, rows_count, plane]) side by side as [rows_count, count * plane],
-// or back.
-template <typename T>
-void gather_samples(const T* samples, int64_t rows_count, int64_t plane, int64_t count, T* out) {
-  for (int64_t r = 0; r < rows_count; r++) {
-    for (int64_t b = 0; b < count; b++) {
-      std::memcpy(out + (r * count + b) * plane, samples + (b * rows_count + r) * plane,
-                  static_cast<size_t>(plane) * sizeof(T));
+  // Chunks holding one sample or one run of samples (an input gradient runs
+  // one such unit per task, its chunks in order).
+  int64_t units() const { return parts_ == 1 ? count() : samples_; }
+  int64_t chunks_per_unit() const { return parts_; }
+  Chunk chunk(int64_t index) const {
+    Chunk c;
+    if (parts_ == 1) {
+      c.first = index * per_chunk_;
+      c.count = std::min(per_chunk_, samples_ - c.first);
+      c.begin = 0;
+      c.end = plane_;
+    } else {
+      c.first = index / parts_;
+      c.begin = (index % parts_) * part_size_;
+      c.end = std::min(plane_, c.begin + part_size_);
     }
+    return c;
   }
-}
-template <typename T>
-void scatter_samples(const T* side_by_side, int64_t rows_count, int64_t plane, int64_t count,
-                     T* samples) {
-  for (int64_t r = 0; r < rows_count; r++) {
-    for (int64_t b = 0; b < count; b++) {
-      std::memcpy(samples + (b * rows_count + r) * plane, side_by_side + (r * count + b) * plane,
-                  static_cast<size_t>(plane) * sizeof(T));
-    }
-  }
-}
 
-// The gradient rows [O, plane] of samples first.. first+count-1 of g
-// [N, O, plane] side by side as [O, count * plane] (in scratch unless
-// count is 1).
-template <typename T>
-const T* side_by_side(const T* g, const ConvShape& s, int64_t first, int64_t count,
-                      std::vector<T>& scratch) {
-  const T* rows = g + first * s.o * s.plane();
-  if (count == 1) return rows;
-  scratch.resize(static_cast<size_t>(s.o * count * s.plane()));
-  gather_samples(rows, s.o, s.plane(), count, scratch.data());
-  return scratch.data();
-}
+ private:
+  int64_t samples_, plane_;
+  int64_t per_chunk_ = 1, parts_ = 1, part_size_ = 0;
+};
 
-// Runs body(chunk, first_sample, count) for every chunk: on the
-// pool when there are several, else on this thread (whose products then
-// use the pool themselves).
-template <typename Body>
-void for_each_chunk(int64_t samples, int64_t per_chunk, Body&& body) {
-  const int64_t chunks = (samples + per_chunk - 1) / per_chunk;
+// Runs body(item, scratch) for items [0, count): on the pool when there
+// are several (each BLAS call then runs inline), else on this thread (whose
+// BLAS calls use the pool). `scratch` is reused within a thread's range.
+template <typename T, typename Body>
+void for_each_item(int64_t count, Body&& body) {
   auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t chunk = begin; chunk < end; chunk++) {
-      const int64_t first = chunk * per_chunk;
-      body(chunk, first, std::min(per_chunk, samples - first));
-    }
+    std::vector<T> scratch;
+    for (int64_t item = begin; item < end; item++) body(item, scratch);
   };
-  if (chunks == 1) {
+  if (count == 1) {
     run(0, 1);
   } else {
-    parallel_for(chunks, 1, run);
+    parallel_for(count, 1, run);
   }
 }
 
@@ -172,247 +121,324 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   float_gemm(std::is_same_v<T, double>, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
+// Calls line(od, oh, ow0, ow1, at) for the runs of output positions
+// [begin, end) of a plane that lie on one output line (od, oh): outputs
+// ow0..ow1-1, the first of them position begin + at.
+template <typename Line>
+void for_each_line(const ConvGeometry& g, int64_t begin, int64_t end, Line&& line) {
+  for (int64_t p = begin; p < end;) {
+    const int64_t row = p / g.out[2], ow0 = p % g.out[2];
+    const int64_t ow1 = std::min(g.out[2], ow0 + (end - p));
+    line(row / g.out[1], row % g.out[1], ow0, ow1, p - begin);
+    p += ow1 - ow0;
+  }
+}
+
+// Calls tap(row, i, j, l) for every column row of a group: (channel c of
+// the group, tap (i, j, l)) in order.
+template <typename Tap>
+void for_each_row(const ConvGeometry& g, Tap&& tap) {
+  int64_t row = 0;
+  for (int64_t c = 0; c < g.channels_per_group; c++) {
+    for (int64_t i = 0; i < g.kernel[0]; i++) {
+      for (int64_t j = 0; j < g.kernel[1]; j++) {
+        for (int64_t l = 0; l < g.kernel[2]; l++) tap(row++, c, i, j, l);
+      }
+    }
+  }
+}
+
+// The input line read by output line (od, oh) under tap (i, j), or -1
+// when it is padding.
+inline int64_t input_line(const ConvGeometry& g, int64_t od, int64_t oh, int64_t i, int64_t j) {
+  const int64_t id = od * g.stride[0] - g.pad_before[0] + i * g.dilation[0];
+  const int64_t ih = oh * g.stride[1] - g.pad_before[1] + j * g.dilation[1];
+  if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) return -1;
+  return id * g.in[1] + ih;
+}
+
+// The columns [rows, chunk.columns()] of the chunk for the group whose
+// first input channel is channel0: zero where the window reads padding.
 template <typename T>
-void conv2d_forward(const Array& x_array, const Array& weight, const Window2d& k, const Array& y) {
-  const ConvShape s = conv_shape(x_array, weight.shape[0], k);
-  const int64_t rows = s.rows(k), plane = s.plane(), per_chunk = chunk_samples(s);
+void im2col(const T* x, const ConvGeometry& g, int64_t channel0, const Chunk& chunk, T* cols) {
+  const int64_t width = chunk.columns(), span = chunk.span(), in_plane = g.in_plane();
+  const int64_t stride = g.stride[2];
+  for_each_row(g, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
+    const int64_t offset = l * g.dilation[2] - g.pad_before[2];
+    int64_t lo, hi;
+    inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
+    for (int64_t b = 0; b < chunk.count; b++) {
+      const T* image = x + ((chunk.first + b) * g.c + channel0 + c) * in_plane;
+      T* out = cols + row * width + b * span;
+      for_each_line(g, chunk.begin, chunk.end,
+                    [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
+                      T* dest = out + at - ow0;  // dest[ow]
+                      const int64_t line = input_line(g, od, oh, i, j);
+                      if (line < 0) {
+                        std::fill(dest + ow0, dest + ow1, T(0));
+                        return;
+                      }
+                      const T* source = image + line * g.in[2];
+                      const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
+                      std::fill(dest + ow0, dest + a, T(0));
+                      if (stride == 1) {
+                        std::memcpy(dest + a, source + a + offset,
+                                    static_cast<size_t>(e - a) * sizeof(T));
+                      } else {
+                        for (int64_t ow = a; ow < e; ow++) dest[ow] = source[ow * stride + offset];
+                      }
+                      std::fill(dest + e, dest + ow1, T(0));
+                    });
+    }
+  });
+}
+
+// The inverse: adds the columns into grad_x's channels of the group.
+template <typename T>
+void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, const Chunk& chunk, T* grad_x) {
+  const int64_t width = chunk.columns(), span = chunk.span(), in_plane = g.in_plane();
+  const int64_t stride = g.stride[2];
+  for_each_row(g, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
+    const int64_t offset = l * g.dilation[2] - g.pad_before[2];
+    int64_t lo, hi;
+    inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
+    for (int64_t b = 0; b < chunk.count; b++) {
+      T* image = grad_x + ((chunk.first + b) * g.c + channel0 + c) * in_plane;
+      const T* in = cols + row * width + b * span;
+      for_each_line(g, chunk.begin, chunk.end,
+                    [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
+                      const int64_t line = input_line(g, od, oh, i, j);
+                      if (line < 0) return;
+                      T* target = image + line * g.in[2];
+                      const T* source = in + at - ow0;  // source[ow]
+                      const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
+                      for (int64_t ow = a; ow < e; ow++) target[ow * stride + offset] += source[ow];
+                    });
+    }
+  });
+}
+
+// Rows [rows, plane] of `count` samples lying `sample_stride` apart, side by
+// side as [rows, count * span] (positions begin..end of each), or back.
+template <typename T>
+void gather_samples(const T* samples, int64_t sample_stride, int64_t plane, int64_t rows,
+                    const Chunk& chunk, T* out) {
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t b = 0; b < chunk.count; b++) {
+      std::memcpy(out + (r * chunk.count + b) * chunk.span(),
+                  samples + b * sample_stride + r * plane + chunk.begin,
+                  static_cast<size_t>(chunk.span()) * sizeof(T));
+    }
+  }
+}
+
+// A group's rows of grad_y (or y) for a chunk: a matrix [O/groups,
+// chunk.columns()] and its leading dimension; gathered into `scratch` when
+// the chunk spans several samples.
+template <typename T>
+std::pair<const T*, int64_t> output_rows(const T* y, const ConvGeometry& g, int64_t group,
+                                         const Chunk& chunk, std::vector<T>& scratch,
+                                         size_t offset) {
+  const int64_t plane = g.out_plane(), og = g.outputs_per_group;
+  const T* rows = y + (chunk.first * g.o + group * og) * plane + chunk.begin;
+  if (chunk.count == 1) return {rows, plane};
+  scratch.resize(offset + static_cast<size_t>(og * chunk.columns()));
+  gather_samples(rows, g.o * plane, plane, og, chunk, scratch.data() + offset);
+  return {scratch.data() + offset, chunk.columns()};
+}
+
+// A group's columns for a chunk: the input itself when pointwise, else
+// built into `scratch` at `offset`.
+template <typename T>
+std::pair<const T*, int64_t> input_columns(const T* x, const ConvGeometry& g, int64_t group,
+                                           const Chunk& chunk, std::vector<T>& scratch,
+                                           size_t offset) {
+  const int64_t channel0 = group * g.channels_per_group;
+  if (g.pointwise()) {
+    return {x + (chunk.first * g.c + channel0) * g.in_plane() + chunk.begin, g.in_plane()};
+  }
+  scratch.resize(offset + static_cast<size_t>(g.rows() * chunk.columns()));
+  im2col(x, g, channel0, chunk, scratch.data() + offset);
+  return {scratch.data() + offset, chunk.columns()};
+}
+
+template <typename T>
+void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, const Array& bias,
+             const Array& y_array) {
+  const Chunking chunking(g);
+  const int64_t rows = g.rows(), plane = g.out_plane(), og = g.outputs_per_group;
   const T* x = x_array.data<T>();
   const T* w = weight.data<T>();
-  T* out = y.data<T>();
-  for_each_chunk(s.n, per_chunk, [&](int64_t, int64_t first, int64_t count) {
-    std::vector<T> cols(static_cast<size_t>(rows * count * plane));
-    im2col(x, s, k, first, count, cols.data());
-    T* target = out + first * s.o * plane;
-    if (count == 1) {  // y[n] [O, plane] is the product itself
-      gemm<T>(false, false, s.o, plane, rows, w, rows, cols.data(), plane, target, plane);
-      return;
-    }
-    std::vector<T> product(static_cast<size_t>(s.o * count * plane));
-    gemm<T>(false, false, s.o, count * plane, rows, w, rows, cols.data(), count * plane,
-            product.data(), count * plane);
-    scatter_samples(product.data(), s.o, plane, count, target);
-  });
-}
-
-template <typename T>
-void conv2d_backward_input(const Array& grad_y, const Array& weight, const Window2d& k,
-                           const Array& grad_x) {
-  const ConvShape s = conv_shape(grad_x, weight.shape[0], k);
-  const int64_t rows = s.rows(k), plane = s.plane(), per_chunk = chunk_samples(s);
-  const T* g = grad_y.data<T>();
-  const T* w = weight.data<T>();
-  T* out = grad_x.data<T>();
-  for_each_chunk(s.n, per_chunk, [&](int64_t, int64_t first, int64_t count) {
-    std::fill(out + first * s.c * s.h * s.w, out + (first + count) * s.c * s.h * s.w, T(0));
-    std::vector<T> scratch;
-    const T* gy = side_by_side(g, s, first, count, scratch);
-    std::vector<T> cols(static_cast<size_t>(rows * count * plane));
-    // cols [rows, count*plane] = W^T [rows, O] @ g [O, count*plane]
-    gemm<T>(true, false, rows, count * plane, s.o, w, rows, gy, count * plane, cols.data(),
-            count * plane);
-    col2im(cols.data(), s, k, first, count, out);
-  });
-}
-
-template <typename T>
-void conv2d_backward_weight(const Array& grad_y, const Array& x_array, const Window2d& k,
-                            const Array& grad_weight) {
-  const ConvShape s = conv_shape(x_array, grad_weight.shape[0], k);
-  const int64_t rows = s.rows(k), plane = s.plane(), per_chunk = chunk_samples(s);
-  const int64_t chunks = (s.n + per_chunk - 1) / per_chunk, size = s.o * rows;
-  const T* g = grad_y.data<T>();
-  const T* x = x_array.data<T>();
-  std::vector<T> partial(static_cast<size_t>(chunks * size));
-  for_each_chunk(s.n, per_chunk, [&](int64_t chunk, int64_t first, int64_t count) {
-    std::vector<T> cols(static_cast<size_t>(rows * count * plane));
-    im2col(x, s, k, first, count, cols.data());
-    std::vector<T> scratch;
-    const T* gy = side_by_side(g, s, first, count, scratch);
-    // partial [O, rows] = g [O, count*plane] @ cols^T [count*plane, rows]
-    gemm<T>(false, true, s.o, rows, count * plane, gy, count * plane, cols.data(), count * plane,
-            partial.data() + chunk * size, rows);
-  });
-  T* out = grad_weight.data<T>();
-  std::copy(partial.begin(), partial.begin() + size, out);
-  for (int64_t chunk = 1; chunk < chunks; chunk++) {
-    const T* add = partial.data() + chunk * size;
-    for (int64_t e = 0; e < size; e++) out[e] += add[e];
-  }
-}
-
-// The first position of the maximum of the window of output (oh, ow) in
-// one [H, W] plane, or of its first NaN; -1 if the window is all padding.
-template <typename T>
-inline __attribute__((always_inline)) int64_t window_max(const T* image, int64_t h_size,
-                                                         int64_t w_size, const Window2d& k,
-                                                         int64_t oh, int64_t ow) {
-  const int64_t h0 = oh * k.sh - k.ph, w0 = ow * k.sw - k.pw;
-  const int64_t h_lo = std::max<int64_t>(h0, 0), h_hi = std::min(h0 + k.kh, h_size);
-  const int64_t w_lo = std::max<int64_t>(w0, 0), w_hi = std::min(w0 + k.kw, w_size);
-  if (h_lo >= h_hi || w_lo >= w_hi) return -1;
-  int64_t best = h_lo * w_size + w_lo;
-  T best_value = image[best];
-  if (best_value != best_value) return best;
-  for (int64_t h = h_lo; h < h_hi; h++) {
-    for (int64_t w = h == h_lo ? w_lo + 1 : w_lo; w < w_hi; w++) {
-      const T value = image[h * w_size + w];
-      if (value > best_value) {
-        best = h * w_size + w;
-        best_value = value;
-      } else if (value != value) {
-        return h * w_size + w;
-      }
-    }
-  }
-  return best;
-}
-
-// Max pooling of one [H, W] plane. Without padding every window lies in
-// the plane, and its top-left corner's offset is the same in every plane
-// (`corners`, one per output); the maxima are then computed kernel offset
-// by kernel offset across all the plane's outputs at once, in loops the
-// compiler vectorizes (with gathers). Planes with padding take one window at a time. Positions are
-// 32-bit (the op allows planes of fewer than 2^31 elements), which keeps the loops vectorizable.
-// Either way a window's result is its first maximum, or its first NaN.
-class PlanePooling {
- public:
-  PlanePooling(const Window2d& k, int64_t h_size, int64_t w_size, int64_t oh_size, int64_t ow_size)
-      : k_(k), h_size_(h_size), w_size_(w_size), oh_size_(oh_size), ow_size_(ow_size) {
-    if (k.ph != 0 || k.pw != 0) return;
-    corners_.resize(static_cast<size_t>(oh_size * ow_size));
-    for (int64_t oh = 0; oh < oh_size; oh++) {
-      for (int64_t ow = 0; ow < ow_size; ow++) {
-        corners_[oh * ow_size + ow] = static_cast<int32_t>(oh * k.sh * w_size + ow * k.sw);
-      }
-    }
-  }
-
-  // values[q] (and positions[q] in the plane, unless null) for every output q.
-  template <typename T>
-  void run(const T* image, T* values, int32_t* positions) const {
-    const int64_t count = oh_size_ * ow_size_;
-    if (corners_.empty()) {
-      for (int64_t q = 0; q < count; q++) {
-        const int64_t at = window_max(image, h_size_, w_size_, k_, q / ow_size_, q % ow_size_);
-        values[q] = at < 0 ? -std::numeric_limits<T>::infinity() : image[at];
-        if (positions) positions[q] = static_cast<int32_t>(at);
-      }
-      return;
-    }
-    positions ? inside<T, true>(image, values, positions)
-              : inside<T, false>(image, values, nullptr);
-  }
-
- private:
-  // Not inlined: its pointers' __restrict (which lets the loops vectorize)
-  // would not survive inlining into the callers.
-  template <typename T, bool kPositions>
-  __attribute__((noinline)) void inside(const T* __restrict image, T* __restrict values,
-                                        int32_t* __restrict positions) const {
-    const int64_t count = static_cast<int64_t>(corners_.size());
-    const int32_t* __restrict corners = corners_.data();
-    for (int64_t q = 0; q < count; q++) values[q] = image[corners[q]];
-    if constexpr (kPositions) {
-      for (int64_t q = 0; q < count; q++) positions[q] = corners[q];
-    }
-    for (int64_t i = 0; i < k_.kh; i++) {
-      for (int64_t j = i == 0 ? 1 : 0; j < k_.kw; j++) {
-        const int32_t offset = static_cast<int32_t>(i * w_size_ + j);
-        const T* __restrict shifted = image + offset;
-        for (int64_t q = 0; q < count; q++) {
-          const T value = shifted[corners[q]], best = values[q];
-          // Larger, or the first NaN (a NaN best is never replaced).
-          const bool take = value > best || (value != value && best == best);
-          values[q] = take ? value : best;
-          if constexpr (kPositions) {
-            positions[q] = take ? corners[q] + offset : positions[q];
-          }
+  const T* b = bias.defined() ? bias.data<T>() : nullptr;
+  T* y = y_array.data<T>();
+  for_each_item<T>(chunking.count() * g.groups, [&](int64_t item, std::vector<T>& scratch) {
+    const Chunk chunk = chunking.chunk(item / g.groups);
+    const int64_t group = item % g.groups;
+    const auto [columns, ld] = input_columns(x, g, group, chunk, scratch, 0);
+    const T* group_weight = w + group * og * rows;
+    const int64_t width = chunk.columns(), span = chunk.span();
+    if (chunk.count == 1) {  // straight into y[n] [O, plane]
+      T* target = y + (chunk.first * g.o + group * og) * plane + chunk.begin;
+      gemm<T>(false, false, og, span, rows, group_weight, rows, columns, ld, target, plane);
+      if (b) {
+        for (int64_t r = 0; r < og; r++) {
+          const T add = b[group * og + r];
+          for (T* at = target + r * plane; at < target + r * plane + span; at++) *at += add;
         }
       }
+      return;
+    }
+    const size_t product_at = scratch.size();
+    scratch.resize(product_at + static_cast<size_t>(og * width));
+    const T* cols = scratch.data();  // the columns lie first (the resize may move them)
+    T* product = scratch.data() + product_at;
+    gemm<T>(false, false, og, width, rows, group_weight, rows, cols, width, product, width);
+    for (int64_t r = 0; r < og; r++) {
+      const T add = b ? b[group * og + r] : T(0);
+      for (int64_t s = 0; s < chunk.count; s++) {
+        const T* from = product + r * width + s * span;
+        T* to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
+        for (int64_t p = 0; p < span; p++) to[p] = from[p] + add;
+      }
+    }
+  });
+}
+
+// Adds bias[c] to every position of channels [c0, c0 + count) of samples
+// [first, first + samples).
+template <typename T>
+void add_channel_bias(T* x, const T* bias, const ConvGeometry& g, int64_t first, int64_t samples,
+                      int64_t c0, int64_t count) {
+  const int64_t plane = g.in_plane();
+  for (int64_t s = first; s < first + samples; s++) {
+    for (int64_t c = c0; c < c0 + count; c++) {
+      T* at = x + (s * g.c + c) * plane;
+      const T add = bias[c];
+      for (int64_t p = 0; p < plane; p++) at[p] += add;
     }
   }
+}
 
-  Window2d k_;
-  int64_t h_size_, w_size_, oh_size_, ow_size_;
-  std::vector<int32_t> corners_;
-};
-
-// Runs body(plane, values, positions) on each [H, W] plane of x's N*C, with
-// scratch room for one plane's output values and positions.
-template <typename T, typename Body>
-void for_each_plane(const Array& x, int64_t outputs, Body&& body) {
-  const int64_t planes = x.shape[0] * x.shape[1], area = x.shape[2] * x.shape[3];
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, area));
-  parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
-    std::vector<T> values(static_cast<size_t>(outputs));
-    std::vector<int32_t> positions(static_cast<size_t>(outputs));
-    for (int64_t p = begin; p < end; p++) body(p, values.data(), positions.data());
+template <typename T>
+void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& weight,
+                    const Array& bias, const Array& grad_x) {
+  const Chunking chunking(g);
+  const int64_t rows = g.rows(), og = g.outputs_per_group, cg = g.channels_per_group;
+  const int64_t in_plane = g.in_plane();
+  const T* gy = grad_y.data<T>();
+  const T* w = weight.data<T>();
+  const T* b = bias.defined() ? bias.data<T>() : nullptr;
+  T* gx = grad_x.data<T>();
+  // One task per unit (a sample, or a run of small samples) and group: the
+  // unit's chunks add into overlapping inputs, so they run in order.
+  const int64_t parts = chunking.chunks_per_unit();
+  for_each_item<T>(chunking.units() * g.groups, [&](int64_t item, std::vector<T>& scratch) {
+    const int64_t unit = item / g.groups, group = item % g.groups;
+    const Chunk whole = chunking.chunk(unit * parts);
+    const int64_t channel0 = group * cg;
+    const T* group_weight = w + group * og * rows;
+    for (int64_t part = 0; part < parts; part++) {
+      const Chunk chunk = chunking.chunk(unit * parts + part);
+      const auto [rows_of_g, ld] = output_rows(gy, g, group, chunk, scratch, 0);
+      if (g.pointwise()) {  // grad_x[n] rows = W^T g, no columns
+        T* target = gx + (chunk.first * g.c + channel0) * in_plane;
+        gemm<T>(true, false, cg, chunk.span(), og, group_weight, rows, rows_of_g, ld, target,
+                in_plane);
+        continue;
+      }
+      if (part == 0) {
+        for (int64_t s = whole.first; s < whole.first + whole.count; s++) {
+          T* at = gx + (s * g.c + channel0) * in_plane;
+          std::fill(at, at + cg * in_plane, T(0));
+        }
+      }
+      const size_t cols_at = chunk.count == 1 ? 0 : static_cast<size_t>(og * chunk.columns());
+      scratch.resize(cols_at + static_cast<size_t>(rows * chunk.columns()));
+      const T* gathered = chunk.count == 1 ? rows_of_g : scratch.data();
+      T* cols = scratch.data() + cols_at;
+      // cols [rows, columns] = W^T [rows, O/groups] @ g [O/groups, columns]
+      gemm<T>(true, false, rows, chunk.columns(), og, group_weight, rows, gathered, ld, cols,
+              chunk.columns());
+      col2im(cols, g, channel0, chunk, gx);
+    }
+    if (b) add_channel_bias(gx, b, g, whole.first, whole.count, channel0, cg);
   });
 }
 
 template <typename T>
-void max_pool_forward(const Array& x_array, const Window2d& k, const Array& y) {
-  const int64_t area = x_array.shape[2] * x_array.shape[3], outputs = y.shape[2] * y.shape[3];
-  const PlanePooling pooling(k, x_array.shape[2], x_array.shape[3], y.shape[2], y.shape[3]);
+void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_array,
+                     const Array& grad_weight) {
+  const Chunking chunking(g);
+  const int64_t rows = g.rows(), og = g.outputs_per_group;
+  const int64_t chunks = chunking.count(), tasks = std::min(chunks, kWeightTasks);
+  const int64_t size = og * rows;  // one group's weight
+  const T* gy = grad_y.data<T>();
   const T* x = x_array.data<T>();
-  T* out = y.data<T>();
-  for_each_plane<T>(x_array, 0, [&](int64_t p, T*, int32_t*) {
-    pooling.run<T>(x + p * area, out + p * outputs, nullptr);
-  });
-}
-
-template <typename T>
-void max_pool_backward(const Array& grad_y, const Array& x_array, const Window2d& k,
-                       const Array& grad_x) {
-  const int64_t area = x_array.shape[2] * x_array.shape[3];
-  const int64_t outputs = grad_y.shape[2] * grad_y.shape[3];
-  const PlanePooling pooling(k, x_array.shape[2], x_array.shape[3], grad_y.shape[2],
-                             grad_y.shape[3]);
-  const T* x = x_array.data<T>();
-  const T* g = grad_y.data<T>();
-  T* out = grad_x.data<T>();
-  for_each_plane<T>(x_array, outputs, [&](int64_t p, T* values, int32_t* positions) {
-    pooling.run<T>(x + p * area, values, positions);
-    T* target = out + p * area;
-    std::fill(target, target + area, T(0));
-    const T* gradient = g + p * outputs;
-    for (int64_t q = 0; q < outputs; q++) {
-      if (positions[q] >= 0) target[positions[q]] += gradient[q];
+  std::vector<T> partial(static_cast<size_t>(g.groups * tasks * size));
+  for_each_item<T>(g.groups * tasks, [&](int64_t item, std::vector<T>& scratch) {
+    const int64_t group = item / tasks, task = item % tasks;
+    const int64_t first = task * chunks / tasks, last = (task + 1) * chunks / tasks;
+    T* sum = partial.data() + item * size;
+    std::vector<T> product;
+    for (int64_t index = first; index < last; index++) {
+      const Chunk chunk = chunking.chunk(index);
+      scratch.clear();
+      // The gathered rows first (when several samples), then the columns.
+      const auto [rows_of_g, ld_g] = output_rows(gy, g, group, chunk, scratch, 0);
+      const size_t cols_at = scratch.size();
+      const auto [cols_view, ld_cols] = input_columns(x, g, group, chunk, scratch, cols_at);
+      const T* gathered = chunk.count == 1 ? rows_of_g : scratch.data();
+      const T* cols = g.pointwise() ? cols_view : scratch.data() + cols_at;
+      T* target = sum;
+      if (index > first) {
+        product.resize(static_cast<size_t>(size));
+        target = product.data();
+      }
+      // [O/groups, rows] = g [O/groups, columns] @ cols^T [columns, rows]
+      gemm<T>(false, true, og, rows, chunk.columns(), gathered, ld_g, cols, ld_cols, target, rows);
+      if (index > first) {
+        for (int64_t e = 0; e < size; e++) sum[e] += product[static_cast<size_t>(e)];
+      }
     }
   });
+  T* out = grad_weight.data<T>();
+  for (int64_t group = 0; group < g.groups; group++) {
+    T* target = out + group * size;
+    const T* first = partial.data() + group * tasks * size;
+    std::copy(first, first + size, target);
+    for (int64_t task = 1; task < tasks; task++) {
+      const T* add = first + task * size;
+      for (int64_t e = 0; e < size; e++) target[e] += add[e];
+    }
+  }
 }
 
 }  // namespace
 
-void conv2d_kernel(const Array& x, const Array& weight, const Window2d& window, const Array& y) {
-  if (y.dtype == DType::f64) return conv2d_forward<double>(x, weight, window, y);
-  conv2d_forward<float>(x, weight, window, y);
+void conv_kernel(const Array& x, const Array& weight, const Array& bias, const ConvWindow& window,
+                 const Array& y) {
+  const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
+  if (g.depthwise()) return conv_detail::depthwise_forward(g, x, weight, bias, y);
+  if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y);
+  forward<float>(g, x, weight, bias, y);
 }
 
-void conv2d_grad_input_kernel(const Array& grad_y, const Array& weight, const Window2d& window,
-                              const Array& grad_x) {
-  if (grad_x.dtype == DType::f64)
-    return conv2d_backward_input<double>(grad_y, weight, window, grad_x);
-  conv2d_backward_input<float>(grad_y, weight, window, grad_x);
+void conv_grad_input_kernel(const Array& grad_y, const Array& weight, const Array& bias,
+                            const ConvWindow& window, const Array& grad_x) {
+  const ConvGeometry g =
+      conv_detail::conv_geometry(grad_x.shape, weight.shape, grad_y.shape, window);
+  if (g.depthwise()) return conv_detail::depthwise_grad_input(g, grad_y, weight, bias, grad_x);
+  if (grad_x.dtype == DType::f64) return backward_input<double>(g, grad_y, weight, bias, grad_x);
+  backward_input<float>(g, grad_y, weight, bias, grad_x);
 }
 
-void conv2d_grad_weight_kernel(const Array& grad_y, const Array& x, const Window2d& window,
-                               const Array& grad_weight) {
-  if (grad_weight.dtype == DType::f64) {
-    return conv2d_backward_weight<double>(grad_y, x, window, grad_weight);
-  }
-  conv2d_backward_weight<float>(grad_y, x, window, grad_weight);
-}
-
-void max_pool2d_kernel(const Array& x, const Window2d& window, const Array& y) {
-  if (y.dtype == DType::f64) return max_pool_forward<double>(x, window, y);
-  max_pool_forward<float>(x, window, y);
-}
-
-void max_pool2d_grad_kernel(const Array& grad_y, const Array& x, const Window2d& window,
-                            const Array& grad_x) {
-  if (grad_x.dtype == DType::f64) return max_pool_backward<double>(grad_y, x, window, grad_x);
-  max_pool_backward<float>(grad_y, x, window, grad_x);
+void conv_grad_weight_kernel(const Array& grad_y, const Array& x, const ConvWindow& window,
+                             const Array& grad_weight) {
+  const ConvGeometry g =
+      conv_detail::conv_geometry(x.shape, grad_weight.shape, grad_y.shape, window);
+  if (g.depthwise()) return conv_detail::depthwise_grad_weight(g, grad_y, x, grad_weight);
+  if (grad_weight.dtype == DType::f64) return backward_weight<double>(g, grad_y, x, grad_weight);
+  backward_weight<float>(g, grad_y, x, grad_weight);
 }
 
 }  // namespace lazylua

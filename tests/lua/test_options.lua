@@ -260,7 +260,7 @@ h.test("the tensor factories and functions refuse an unknown option", function()
     {"eye", {"dtype"}, function(o) return tensor.eye(2, o) end},
     {"new", {"dtype"}, function(o) return tensor.new({1, 2}, o) end},
     {"pad", {"mode", "value"}, function(o) return tensor.ones(2):pad({1, 1}, o) end},
-    {"conv2d", {"stride", "padding"}, function(o) return tensor.conv2d(x, x, o) end},
+    {"conv2d", {"stride", "padding", "dilation", "groups"}, function(o) return tensor.conv2d(x, x, o) end},
     {"max_pool2d", {"stride", "padding"}, function(o) return tensor.max_pool2d(x, {2, 2}, o) end},
     {"scan", {"reverse", "length", "recompute"},
       function(o) return tensor.scan(function(c) return c end, tensor.zeros(1), tensor.ones(2, 1), o) end},

@@ -79,7 +79,7 @@ h.test("unknown option keys are errors, not ignored", function()
   h.err(function() tensor.zeros(2, {dtypo = "f64"}) end, "unknown option 'dtypo' (options: dtype)")
   h.err(function() tensor.arange(3, {dtype = "i32", device = "cpu"}) end, "unknown option 'device'")
   h.err(function() tensor.conv2d(tensor.ones(1, 1, 3, 3), tensor.ones(1, 1, 3, 3), {strde = 1}) end,
-    "unknown option 'strde' (options: padding, stride)")
+    "unknown option 'strde' (options: dilation, groups, padding, stride)")
   h.err(function()
     tensor.scan(function(c) return c end, tensor.zeros(1), tensor.ones(2, 1), {revers = true})
   end, "scan: unknown option 'revers'")

@@ -18,7 +18,7 @@
 //
 // Some ops run on the eager kernels in the compiled tier too, so their bits
 // agree by construction and the test checks how their results are placed:
-// matmul (the same BLAS call), conv2d, max_pool2d, their gradients, argsort
+// matmul (the same BLAS call), conv, max_pool2d, their gradients, argsort
 // (library steps), softmax over a dim other than the last and scatter_add
 // with partial lines (reference steps; the test prints how many ran).
 //
@@ -558,7 +558,8 @@ class RandomProgram {
     return true;
   }
 
-  // conv2d, max_pool2d and their gradients on [N, C, H, W] floats.
+  // Convolutions (2-D, with groups, dilation, asymmetric padding and
+  // bias), max_pool2d and their gradients on [N, C, H, W] floats.
   bool convolution_step() {
     Window2d window;
     window.kh = 1 + pick(3);
@@ -567,23 +568,40 @@ class RandomProgram {
     window.sw = 1 + pick(2);
     window.ph = pick(window.kh / 2 + 1);
     window.pw = pick(window.kw / 2 + 1);
+    ConvWindow conv_window;
+    conv_window.groups = 1 + pick(2);
+    conv_window.kernel[0] = window.kh;
+    conv_window.kernel[1] = window.kw;
+    for (int d = 0; d < 2; d++) {
+      conv_window.stride[d] = 1 + pick(2);
+      conv_window.dilation[d] = 1 + pick(2);
+      conv_window.pad_before[d] = pick(2);
+      conv_window.pad_after[d] = pick(3);
+    }
     const int64_t n = 1 + pick(2), c = 1 + pick(3), o = 1 + pick(3);
+    const int64_t conv_c = c * conv_window.groups, conv_o = o * conv_window.groups;
     const Shape x_shape = {n, c, window.kh + pick(6), window.kw + pick(6)};
     const Tensor x = float_value(x_shape);
     const DType dtype = x->dtype;
-    const Shape y_shape = {n, o, window.out_height(x_shape[2]), window.out_width(x_shape[3])};
-    const Shape pooled = {n, c, y_shape[2], y_shape[3]};
+    const Shape pooled = {n, c, window.out_height(x_shape[2]), window.out_width(x_shape[3])};
+    const Shape conv_x_shape = {n, conv_c, conv_window.reach(0) + pick(6),
+                                conv_window.reach(1) + pick(6)};
+    const Shape conv_y_shape = {n, conv_o, conv_window.out_extent(0, conv_x_shape[2]),
+                                conv_window.out_extent(1, conv_x_shape[3])};
+    const Shape weight_shape = {conv_o, c, window.kh, window.kw};
+    const Tensor bias = input({conv_o}, dtype);
     switch (pick(5)) {
       case 0:
-        pool_.push_back(conv2d(x, input({o, c, window.kh, window.kw}, dtype), window));
+        pool_.push_back(conv(input(conv_x_shape, dtype), input(weight_shape, dtype),
+                             pick(2) ? &bias : nullptr, conv_window));
         return true;
       case 1:
-        pool_.push_back(conv2d_grad_input(
-            input(y_shape, dtype), input({o, c, window.kh, window.kw}, dtype), x_shape, window));
+        pool_.push_back(conv_grad_input(input(conv_y_shape, dtype), input(weight_shape, dtype),
+                                        nullptr, conv_x_shape, conv_window));
         return true;
       case 2:
-        pool_.push_back(
-            conv2d_grad_weight(input(y_shape, dtype), x, {o, c, window.kh, window.kw}, window));
+        pool_.push_back(conv_grad_weight(input(conv_y_shape, dtype), input(conv_x_shape, dtype),
+                                         weight_shape, conv_window));
         return true;
       case 3:
         pool_.push_back(max_pool2d(x, window));
