@@ -76,50 +76,258 @@ return function(nn)
     options_refuse_unsupported("nn." .. name, given, key, default, 4)
   end
 
-  local Conv2d = nn.class("Conv2d")
-  nn.Conv2d = Conv2d
+  -- The convolution layers: nn.Conv1d/2d/3d and nn.ConvTranspose1d/2d/3d,
+  -- with torch.nn's arguments, options, parameter names and init. Each is
+  -- one op, tensor.conv<d>d or tensor.conv_transpose<d>d, the bias added in
+  -- the same pass.
+  local spatial_names = {"L", "H, W", "D, H, W"}
+  local padding_modes = {zeros = true, reflect = true, replicate = true, circular = true}
 
-  function Conv2d:init(in_channels, out_channels, kernel_size, options)
-    options = options_check("nn.Conv2d", options,
-      {"stride", "padding", "bias", "groups", "dilation", "padding_mode"}, 3)
-    refuse_unsupported("Conv2d", options, "groups", 1)
-    refuse_unsupported("Conv2d", options, "dilation", 1)
-    refuse_unsupported("Conv2d", options, "padding_mode", "zeros")
-    for what, value in pairs({in_channels = in_channels, out_channels = out_channels}) do
-      if math.type(value) ~= "integer" or value < 1 then
-        error("Conv2d: " .. what .. " must be a positive integer", 3)
+  -- An integer >= least, or a list of d of them, as a list of d integers.
+  local function per_dim(class_name, what, value, d, least, level)
+    local list = {}
+    if math.type(value) == "integer" then
+      for i = 1, d do list[i] = value end
+    elseif type(value) == "table" and #value == d then
+      for i = 1, d do list[i] = value[i] end
+    else
+      list = nil
+    end
+    for i = 1, list and d or 0 do
+      if math.type(list[i]) ~= "integer" or list[i] < least then list = nil; break end
+    end
+    if not list then
+      local shown = tostring(value)
+      if type(value) == "table" then
+        local parts = {}
+        for i, part in ipairs(value) do parts[i] = tostring(part) end
+        shown = "{" .. table.concat(parts, ", ") .. "}"
       end
+      error(string.format("nn.%s: %s must be an integer >= %d or a list of %d of them, got %s", class_name, what,
+        least, d, shown), level)
     end
-    self.in_channels, self.out_channels = in_channels, out_channels
-    self.kh, self.kw = pair(kernel_size, "Conv2d: kernel_size")
-    self.sh, self.sw = pair(options.stride or 1, "Conv2d: stride")
-    self.ph, self.pw = pair(options.padding or 0, "Conv2d: padding")
-    if self.kh < 1 or self.kw < 1 or self.sh < 1 or self.sw < 1 then
-      error("Conv2d: kernel_size and stride must be positive", 3)
+    return list
+  end
+
+  local function positive_integer(class_name, what, value, level)
+    if math.type(value) ~= "integer" or value < 1 then
+      error(string.format("nn.%s: %s must be a positive integer, got %s", class_name, what, tostring(value)), level)
     end
-    local fan_in = in_channels * self.kh * self.kw
-    local bound = 1 / math.sqrt(fan_in)
-    self:register_parameter("weight", nn.init.uniform_(
-      tensor.empty(out_channels, in_channels, self.kh, self.kw), -bound, bound))
+    return value
+  end
+
+  -- The {before, after} zero padding of each spatial dim: PyTorch's
+  -- padding = "same" puts the odd extra after; "valid" is none.
+  local function padding_pairs(self, padding, level)
+    local pairs_list = {}
+    if padding == "same" then
+      for i = 1, self.d do
+        if self.stride[i] ~= 1 then
+          error(string.format("nn.%s: padding = 'same' needs stride 1, got stride %d", self.class_name,
+            self.stride[i]), level)
+        end
+        local total = self.dilation[i] * (self.kernel_size[i] - 1)
+        pairs_list[i] = {total // 2, total - total // 2}
+      end
+    elseif padding == "valid" then
+      for i = 1, self.d do pairs_list[i] = {0, 0} end
+    elseif type(padding) == "string" then
+      error(string.format("nn.%s: padding must be an integer, a list, 'same' or 'valid', got '%s'", self.class_name,
+        padding), level)
+    else
+      local list = per_dim(self.class_name, "padding", padding, self.d, 0, level + 1)
+      for i = 1, self.d do pairs_list[i] = {list[i], list[i]} end
+    end
+    return pairs_list
+  end
+
+  -- The options shared by both kinds, checked and stored on self. Errors
+  -- point at the user's call (level 4: init_conv, init, the constructor);
+  -- the helpers above take the level of their own error() call.
+  local function init_conv(self, class_name, d, transposed, in_channels, out_channels, kernel_size, options)
+    local known = {"stride", "padding", "dilation", "groups", "bias", "padding_mode", "dtype"}
+    if transposed then known[#known + 1] = "output_padding" end
+    options = options_check("nn." .. class_name, options, known, 4)
+    local level = 4
+    local helper_level = level + 1
+    self.class_name, self.d, self.transposed = class_name, d, transposed
+    self.in_channels = positive_integer(class_name, "in_channels", in_channels, helper_level)
+    self.out_channels = positive_integer(class_name, "out_channels", out_channels, helper_level)
+    self.kernel_size = per_dim(class_name, "kernel_size", kernel_size, d, 1, helper_level)
+    self.stride = per_dim(class_name, "stride", options.stride or 1, d, 1, helper_level)
+    self.dilation = per_dim(class_name, "dilation", options.dilation or 1, d, 1, helper_level)
+    self.groups = positive_integer(class_name, "groups", options.groups or 1, helper_level)
+    if in_channels % self.groups ~= 0 or out_channels % self.groups ~= 0 then
+      error(string.format("nn.%s: groups %d must divide in_channels %d and out_channels %d", class_name, self.groups,
+        in_channels, out_channels), level)
+    end
+    if options.bias ~= nil and type(options.bias) ~= "boolean" then
+      error(string.format("nn.%s: bias must be a boolean, got %s", class_name, type(options.bias)), level)
+    end
+    self.padding_mode = options.padding_mode or "zeros"
+    if not padding_modes[self.padding_mode] then
+      error(string.format("nn.%s: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got %s",
+        class_name, tostring(self.padding_mode)), level)
+    end
+    local dtype = options.dtype or "f32"
+    if dtype ~= "f32" and dtype ~= "f64" then
+      error(string.format("nn.%s: dtype must be 'f32' or 'f64', got %s", class_name, tostring(dtype)), level)
+    end
+    if transposed then
+      if self.padding_mode ~= "zeros" then
+        error(string.format("nn.%s: only padding_mode 'zeros' is supported, got '%s'", class_name,
+          self.padding_mode), level)
+      end
+      if type(options.padding) == "string" then
+        error(string.format("nn.%s: padding must be an integer or a list of %d, got '%s'", class_name, d,
+          options.padding), level)
+      end
+      self.padding = per_dim(class_name, "padding", options.padding or 0, d, 0, helper_level)
+      self.output_padding = per_dim(class_name, "output_padding", options.output_padding or 0, d, 0, helper_level)
+      for i = 1, d do
+        if self.output_padding[i] >= math.max(self.stride[i], self.dilation[i]) then
+          error(string.format("nn.%s: output_padding %d must be smaller than the stride %d or the dilation %d",
+            class_name, self.output_padding[i], self.stride[i], self.dilation[i]), level)
+        end
+      end
+    else
+      self.padding = options.padding or 0
+      self.pads = padding_pairs(self, self.padding, helper_level)
+    end
+    -- PyTorch's weight layout and init: kaiming_uniform(a = sqrt(5)) is
+    -- uniform in +-1/sqrt(fan_in), fan_in = weight:size(2) * kernel volume
+    -- (so it counts the groups), and the bias uses the same bound.
+    local shape = transposed and {in_channels, out_channels // self.groups} or
+      {out_channels, in_channels // self.groups}
+    local fan_in = shape[2]
+    for i = 1, d do
+      shape[#shape + 1] = self.kernel_size[i]
+      fan_in = fan_in * self.kernel_size[i]
+    end
+    self:register_parameter("weight", nn.init.kaiming_uniform_(tensor.empty(shape, {dtype = dtype}), math.sqrt(5)))
     if options.bias ~= false then
-      self:register_parameter("bias", nn.init.uniform_(tensor.empty(out_channels), -bound, bound))
+      local bound = 1 / math.sqrt(fan_in)
+      self:register_parameter("bias", nn.init.uniform_(tensor.empty(out_channels, {dtype = dtype}), -bound, bound))
     end
   end
 
-  function Conv2d:forward(x)
-    if x:dim() ~= 4 or x:size(2) ~= self.in_channels then
-      error(string.format("Conv2d: expected input [N, %d, H, W], got [%s]", self.in_channels,
-        table.concat(x:size(), ", ")), 2)
+  -- x [N, C, spatial...] or an unbatched [C, spatial...] (as PyTorch):
+  -- returns the batched input and whether to drop the batch dim after.
+  local function batched_input(self, x)
+    local d = self.d
+    local rank = tensor.is_tensor(x) and x:dim() or -1
+    local channels = (rank == d + 2 and x:size(2)) or (rank == d + 1 and x:size(1)) or nil
+    if channels ~= self.in_channels then
+      local got = tensor.is_tensor(x) and ("[" .. table.concat(x:size(), ", ") .. "]") or type(x)
+      error(string.format("%s: expected input [N, %d, %s], got %s", self.class_name, self.in_channels,
+        spatial_names[d], got), 3)
     end
-    local y = tensor.conv2d(x, self.weight,
-      {stride = {self.sh, self.sw}, padding = {self.ph, self.pw}})
-    if self.bias then y = y + self.bias:reshape(self.out_channels, 1, 1) end
-    return y
+    if rank == d + 1 then return x:unsqueeze(1), true end
+    return x, false
   end
 
-  function Conv2d:extra_repr()
-    return string.format("%d, %d, kernel=%dx%d, stride=%dx%d, padding=%dx%d", self.in_channels,
-      self.out_channels, self.kh, self.kw, self.sh, self.sw, self.ph, self.pw)
+  -- Pads x [N, C, spatial...] as padding_mode does before a conv without
+  -- padding (PyTorch's way); the extents each mode allows are checked here
+  -- so the error names the layer.
+  local function pad_by_mode(self, x)
+    local pads, any = {}, false
+    for i = self.d, 1, -1 do
+      local before, after = self.pads[i][1], self.pads[i][2]
+      local size = x:size(i + 2)
+      if (self.padding_mode == "reflect" and math.max(before, after) >= size) or
+          (self.padding_mode == "circular" and math.max(before, after) > size) then
+        error(string.format("%s: padding %d with padding_mode '%s' is too large for an input extent of %d",
+          self.class_name, math.max(before, after), self.padding_mode, size), 3)
+      end
+      pads[#pads + 1], pads[#pads + 2] = before, after
+      any = any or before > 0 or after > 0
+    end
+    if not any then return x end
+    return tensor.pad(x, pads, {mode = self.padding_mode})
+  end
+
+  local function conv_forward(self, x)
+    local input, unbatched = batched_input(self, x)
+    local padding = self.pads
+    if self.padding_mode ~= "zeros" then
+      input = pad_by_mode(self, input)
+      padding = 0
+    end
+    local y = tensor["conv" .. self.d .. "d"](input, self.weight, self.bias,
+      {stride = self.stride, padding = padding, dilation = self.dilation, groups = self.groups})
+    return unbatched and y:squeeze(1) or y
+  end
+
+  -- The output_padding that makes a transposed conv's output `output_size`
+  -- (d extents, or d + 2 with N and C), as PyTorch's _output_padding.
+  local function output_padding_for(self, input, output_size)
+    local d = self.d
+    if type(output_size) ~= "table" or (#output_size ~= d and #output_size ~= d + 2) then
+      error(string.format("%s: output_size must be a list of %d (or %d) integers", self.class_name, d, d + 2), 3)
+    end
+    local list = {}
+    for i = 1, d do
+      local want = output_size[#output_size - d + i]
+      local least = (input:size(i + 2) - 1) * self.stride[i] - 2 * self.padding[i] +
+        self.dilation[i] * (self.kernel_size[i] - 1) + 1
+      local most = least + math.max(self.stride[i], self.dilation[i]) - 1
+      if math.type(want) ~= "integer" or want < least or want > most then
+        error(string.format("%s: output_size %s of spatial dim %d is outside the reachable %d to %d",
+          self.class_name, tostring(want), i, least, most), 3)
+      end
+      list[i] = want - least
+    end
+    return list
+  end
+
+  local function conv_transpose_forward(self, x, output_size)
+    local input, unbatched = batched_input(self, x)
+    local output_padding = self.output_padding
+    if output_size ~= nil then output_padding = output_padding_for(self, input, output_size) end
+    local y = tensor["conv_transpose" .. self.d .. "d"](input, self.weight, self.bias,
+      {stride = self.stride, padding = self.padding, output_padding = output_padding, dilation = self.dilation,
+        groups = self.groups})
+    return unbatched and y:squeeze(1) or y
+  end
+
+  local function shown(list)
+    if type(list) ~= "table" then return "'" .. tostring(list) .. "'" end
+    return "(" .. table.concat(list, ", ") .. ")"
+  end
+
+  -- PyTorch's repr: the options that differ from their defaults.
+  local function conv_repr(self)
+    local parts = {string.format("%d, %d, kernel_size=%s, stride=%s", self.in_channels, self.out_channels,
+      shown(self.kernel_size), shown(self.stride))}
+    local padding = self.padding
+    if type(padding) == "number" then padding = per_dim(self.class_name, "padding", padding, self.d, 0, 1) end
+    local function not_default(list, default)
+      if type(list) ~= "table" then return list ~= default end
+      for _, v in ipairs(list) do if v ~= default then return true end end
+      return false
+    end
+    if not_default(padding, 0) then parts[#parts + 1] = "padding=" .. shown(padding) end
+    if not_default(self.dilation, 1) then parts[#parts + 1] = "dilation=" .. shown(self.dilation) end
+    if self.transposed and not_default(self.output_padding, 0) then
+      parts[#parts + 1] = "output_padding=" .. shown(self.output_padding)
+    end
+    if self.groups ~= 1 then parts[#parts + 1] = "groups=" .. self.groups end
+    if not self.bias then parts[#parts + 1] = "bias=False" end
+    if self.padding_mode ~= "zeros" then parts[#parts + 1] = "padding_mode=" .. self.padding_mode end
+    return table.concat(parts, ", ")
+  end
+
+  for d = 1, 3 do
+    for _, transposed in ipairs({false, true}) do
+      local class_name = (transposed and "ConvTranspose" or "Conv") .. d .. "d"
+      local class = nn.class(class_name)
+      nn[class_name] = class
+      function class:init(in_channels, out_channels, kernel_size, options)
+        init_conv(self, class_name, d, transposed, in_channels, out_channels, kernel_size, options)
+      end
+      class.forward = transposed and conv_transpose_forward or conv_forward
+      class.extra_repr = conv_repr
+    end
   end
 
   -- The extra rows (or columns) ceil_mode adds after the input and its

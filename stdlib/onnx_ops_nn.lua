@@ -9,7 +9,7 @@ local tensor = require "tensor"
 
 local H = require "lazylua.onnx_nn_common"
 local dim_of, product, filled, is_float, pad_dim = H.dim_of, H.product, H.filled, H.is_float, H.pad_dim
-local strided, spread, pad_spatial, add_bias, per_channel = H.strided, H.spread, H.pad_spatial, H.add_bias, H.per_channel
+local strided, add_bias, per_channel = H.strided, H.add_bias, H.per_channel
 local int_list, reshape_to = H.int_list, H.reshape_to
 
 local ops = {}
@@ -115,74 +115,72 @@ local function spatial_attrs(ctx, attrs, x, kernel)
   return n, kernel, strides, dilations, begins, ends, in_sizes
 end
 
--- Convolution of x [N, C, spatial (1 to 3)] with w [O, C/g, k...], stride
--- and dilation per dim, no padding. 2-d goes to tensor.conv2d; dilation is a
--- kernel with zeros spread in, 1-d a 2-d of height 1, 3-d a sum of 2-d
--- convolutions over the kernel's depth.
-local function convolve(ctx, x, w, strides, dilations, group)
-  local n = x:dim() - 2
-  if not is_float(x) or not is_float(w) then ctx:error("expected f32 or f64 tensors, got %s", x:dtype()) end
-  if n == 1 then
-    local y = convolve(ctx, x:unsqueeze(3), w:unsqueeze(3), {1, strides[1]}, {1, dilations[1]}, group)
-    return y:squeeze(3)
+-- The bias input of a conv: absent, or a vector of the output channels.
+local function conv_bias(ctx, b, outs)
+  if b == nil then return nil end
+  if b:dim() ~= 1 or b:size(1) ~= outs then
+    ctx:error("the bias has shape [%s], expected [%d]", table.concat(b:size(), ", "), outs)
   end
-  if n > 3 then ctx:unsupported("%d-d convolution", n) end
-  if group > 1 then
-    local channels, outs = x:size(2), w:size(1)
-    if channels % group ~= 0 or outs % group ~= 0 then
-      ctx:error("group %d does not divide the %d input and %d output channels", group, channels, outs)
-    end
-    local parts = {}
-    for g = 1, group do
-      parts[g] = convolve(ctx, x:narrow(2, (g - 1) * (channels // group) + 1, channels // group),
-        w:narrow(1, (g - 1) * (outs // group) + 1, outs // group), strides, dilations, 1)
-    end
-    return tensor.cat(parts, 2)
-  end
-  if x:size(2) ~= w:size(2) then
-    ctx:error("input has %d channels, the weight expects %d", x:size(2), w:size(2))
-  end
-  local wd = w
-  for i = n - 1, n do wd = spread(wd, i + 2, dilations[i]) end
-  if n == 2 then return tensor.conv2d(x, wd, {stride = {strides[1], strides[2]}}) end
-  -- 3-d: output depth slice od = sum over kd of conv2d(x[:, :, od*s + kd*d], w[:, :, kd]).
-  local size = x:size()
-  local kd, sd, dd = w:size(3), strides[1], dilations[1]
-  local out_depth = (size[3] - (kd - 1) * dd - 1) // sd + 1
-  if out_depth < 1 then ctx:error("the kernel is larger than the padded input") end
-  local total
-  for k = 1, kd do
-    local slices = strided(x, 3, (k - 1) * dd, out_depth, sd)           -- [N, C, OD, H, W]
-    local batch = slices:permute(1, 3, 2, 4, 5):reshape(size[1] * out_depth, size[2], size[4], size[5])
-    local y = tensor.conv2d(batch, wd:select(3, k), {stride = {strides[2], strides[3]}})
-    total = total and total + y or y
-  end
-  local oh, ow = total:size(3), total:size(4)
-  return total:reshape(size[1], out_depth, w:size(1), oh, ow):permute(1, 3, 2, 4, 5)
+  return b
 end
 
+-- The input of a conv: rank 3 to 5 (1-d to 3-d), f32 or f64 as the weight.
+local function conv_input(ctx, x, w)
+  local n = x:dim() - 2
+  if n < 1 then ctx:error("expected an input [N, C, spatial...], got rank %d", x:dim()) end
+  if n > 3 then ctx:unsupported("%d-d convolution", n) end
+  if not is_float(x) or x:dtype() ~= w:dtype() then
+    ctx:error("expected f32 or f64 input and weight of one dtype, got %s and %s", x:dtype(), w:dtype())
+  end
+  return n
+end
+
+-- Each spatial output extent, refused below 1 with the numbers that made it.
+local function check_extents(ctx, extents, in_sizes)
+  for i, extent in ipairs(extents) do
+    if extent < 1 then
+      ctx:error("the output of spatial dim %d would have %d elements (input %d): the kernel is larger than the "
+        .. "padded input", i - 1, extent, in_sizes[i])
+    end
+  end
+end
+
+-- One op: tensor.conv<n>d with ONNX's pads as {begin, end} pairs (auto_pad
+-- resolved), strides, dilations, group and the bias, as docs/onnx.md says.
 function ops.Conv(ctx, inputs, attrs)
-  local x, w, b = inputs[1], inputs[2], inputs[3]
-  if x:dim() < 3 then ctx:error("expected an input [N, C, spatial...], got rank %d", x:dim()) end
-  local kernel = weight_kernel(ctx, attrs, w, x:dim() - 2)
+  local x, w = inputs[1], inputs[2]
+  local n = conv_input(ctx, x, w)
+  local kernel = weight_kernel(ctx, attrs, w, n)
   local group = conv_group(ctx, attrs, x:size(2), w:size(1))
   if x:size(2) ~= w:size(2) * group then
     ctx:error("input has %d channels, the weight expects %d (group %d)", x:size(2), w:size(2) * group, group)
   end
-  local _, _, strides, dilations, begins, ends = spatial_attrs(ctx, attrs, x, kernel)
-  local xp = pad_spatial(x, begins, ends)
-  return add_bias(convolve(ctx, xp, w, strides, dilations, group), b)
+  local b = conv_bias(ctx, inputs[3], w:size(1))
+  local _, _, strides, dilations, begins, ends, in_sizes = spatial_attrs(ctx, attrs, x, kernel)
+  local padding, extents = {}, {}
+  for i = 1, n do
+    padding[i] = {begins[i], ends[i]}
+    local keff = (kernel[i] - 1) * dilations[i] + 1
+    extents[i] = (in_sizes[i] + begins[i] + ends[i] - keff) // strides[i] + 1
+  end
+  check_extents(ctx, extents, in_sizes)
+  return tensor["conv" .. n .. "d"](x, w, b, {stride = strides, padding = padding, dilation = dilations,
+    groups = group})
 end
 
--- The transpose of a convolution: the input with stride-1 zeros spread in,
--- padded by keff-1-pad, convolved with the flipped kernel whose in and out
--- channels swap.
+-- One op: tensor.conv_transpose<n>d. ONNX's output per dim is
+-- stride*(in-1) + output_padding + keff - pad_begin - pad_end, the pads
+-- coming from pads, auto_pad or output_shape. A negative pad (an
+-- output_shape or SAME output past the full one) is zeros added to the
+-- op's output, then the bias.
 function ops.ConvTranspose(ctx, inputs, attrs)
-  local x, w, b = inputs[1], inputs[2], inputs[3]
-  local n = x:dim() - 2
-  if n < 1 then ctx:error("expected an input [N, C, spatial...], got rank %d", x:dim()) end
+  local x, w = inputs[1], inputs[2]
+  local n = conv_input(ctx, x, w)
   local kernel = weight_kernel(ctx, attrs, w, n)
   local group = conv_group(ctx, attrs, w:size(1))
+  if x:size(2) ~= w:size(1) then ctx:error("input has %d channels, the weight expects %d", x:size(2), w:size(1)) end
+  local outs = w:size(2) * group
+  local b = conv_bias(ctx, inputs[3], outs)
   local strides = per_dim(ctx, attrs, "strides", n, 1, 1)
   local dilations = per_dim(ctx, attrs, "dilations", n, 1, 1)
   local output_padding = per_dim(ctx, attrs, "output_padding", n, 0, 0)
@@ -191,60 +189,52 @@ function ops.ConvTranspose(ctx, inputs, attrs)
       ctx:error("output_padding[%d] is %d (it must be below the stride or the dilation)", i - 1, output_padding[i])
     end
   end
-  if attrs.output_shape and #attrs.output_shape < n then
+  if attrs.output_shape and #attrs.output_shape ~= n and #attrs.output_shape ~= n + 2 then
     ctx:error("output_shape has %d values for %d spatial dims", #attrs.output_shape, n)
   end
-  local size = x:size()
-  local begins, ends = {}, {}
   local auto_pad = attrs.auto_pad or "NOTSET"
+  if auto_pad ~= "NOTSET" and auto_pad ~= "SAME_UPPER" and auto_pad ~= "SAME_LOWER" and auto_pad ~= "VALID" then
+    ctx:error("unknown auto_pad '%s'", auto_pad)
+  end
+  local size = x:size()
+  local pads = auto_pad == "NOTSET" and not attrs.output_shape and explicit_pads(ctx, attrs, n)
+  local padding, cropped, zeros, extents, in_sizes = {}, {}, {}, {}, {}
+  local needs_zeros = false
   for i = 1, n do
+    in_sizes[i] = size[i + 2]
     local keff = (kernel[i] - 1) * dilations[i] + 1
     local full = strides[i] * (size[i + 2] - 1) + output_padding[i] + keff
-    if attrs.output_shape then
-      local want = attrs.output_shape[#attrs.output_shape - n + i]
+    local begin, finish
+    if attrs.output_shape or auto_pad == "SAME_UPPER" or auto_pad == "SAME_LOWER" then
+      local want = attrs.output_shape and attrs.output_shape[#attrs.output_shape - n + i] or size[i + 2] * strides[i]
+      if math.type(want) ~= "integer" or want < 1 then
+        ctx:error("output_shape[%d] is %s (expected an integer >= 1)", i - 1, tostring(want))
+      end
       local total = full - want
       if auto_pad == "SAME_UPPER" then
-        begins[i], ends[i] = total // 2, total - total // 2
+        begin, finish = total // 2, total - total // 2
       else
-        begins[i], ends[i] = total - total // 2, total // 2
-      end
-    elseif auto_pad == "SAME_UPPER" or auto_pad == "SAME_LOWER" then
-      local total = full - size[i + 2] * strides[i]
-      if auto_pad == "SAME_UPPER" then
-        begins[i], ends[i] = total // 2, total - total // 2
-      else
-        begins[i], ends[i] = total - total // 2, total // 2
+        begin, finish = total - total // 2, total // 2
       end
     elseif auto_pad == "VALID" then
-      begins[i], ends[i] = 0, 0
+      begin, finish = 0, 0
     else
-      local pads = explicit_pads(ctx, attrs, n)
-      begins[i], ends[i] = pads[i], pads[n + i]
+      begin, finish = pads[i], pads[n + i]
     end
+    extents[i] = full - begin - finish
+    padding[i] = {math.max(begin, 0), math.max(finish, 0)}
+    -- tensor.pad's order: the last dim first.
+    zeros[2 * (n - i) + 1], zeros[2 * (n - i) + 2] = math.max(-begin, 0), math.max(-finish, 0)
+    needs_zeros = needs_zeros or begin < 0 or finish < 0
+    cropped[i] = full - padding[i][1] - padding[i][2]
   end
-
-  local cin, cout_g = w:size(1), w:size(2)
-  if cin ~= size[2] then ctx:error("input has %d channels, the weight expects %d", size[2], cin) end
-  -- weight [Cin, Cout/g, k...] -> per group [Cout/g, Cin/g, k...], flipped.
-  local flip_dims = {}
-  for i = 3, w:dim() do flip_dims[#flip_dims + 1] = i end
-  local flipped = w:flip(flip_dims)
-  local cin_g = cin // group
-  local parts = {}
-  for g = 1, group do
-    parts[g] = flipped:narrow(1, (g - 1) * cin_g + 1, cin_g):transpose(1, 2)
-  end
-  local wt = tensor.cat(parts, 1)
-  local xs = x
-  local pb, pe = {}, {}
-  for i = 1, n do
-    xs = spread(xs, i + 2, strides[i])
-    local keff = (kernel[i] - 1) * dilations[i] + 1
-    pb[i] = keff - 1 - begins[i]
-    pe[i] = keff - 1 - ends[i] + output_padding[i]
-  end
-  xs = pad_spatial(xs, pb, pe)
-  return add_bias(convolve(ctx, xs:contiguous(), wt:contiguous(), filled(n, 1), dilations, group), b)
+  check_extents(ctx, extents, in_sizes)
+  if needs_zeros then check_extents(ctx, cropped, in_sizes) end
+  local op = tensor["conv_transpose" .. n .. "d"]
+  local options = {stride = strides, padding = padding, output_padding = output_padding, dilation = dilations,
+    groups = group}
+  if not needs_zeros then return op(x, w, b, options) end
+  return add_bias(tensor.pad(op(x, w, options), zeros), b)
 end
 
 -- A pooling's geometry: per spatial dim the kernel, stride, dilation,

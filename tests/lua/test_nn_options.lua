@@ -316,12 +316,10 @@ h.test("GELU: approximate = 'tanh'", function()
 end)
 
 h.test("options that wait for other work are refused by name", function()
-  h.bad(function() nn.Conv2d(4, 4, 3, {groups = 4}) end, "nn.Conv2d: option 'groups' = 4 is not supported yet")
-  h.bad(function() nn.Conv2d(4, 4, 3, {dilation = 2}) end, "nn.Conv2d: option 'dilation' = 2 is not supported yet")
-  h.bad(function() nn.Conv2d(4, 4, 3, {padding_mode = "reflect"}) end, "option 'padding_mode' = reflect")
   h.bad(function() nn.MaxPool2d(2, {dilation = {2, 2}}) end, "nn.MaxPool2d: option 'dilation' = {2, 2}")
   h.bad(function() nn.AvgPool2d(2, {count_include_pad = false}) end, "option 'count_include_pad' = false")
-  -- their defaults, spelt out, are fine
+  -- their defaults, spelt out, are fine (Conv2d's groups, dilation and
+  -- padding_mode work: test_nn_conv_family.lua)
   local conv = nn.Conv2d(2, 3, 3, {groups = 1, dilation = {1, 1}, padding_mode = "zeros", padding = 1})
   h.shape(conv(tensor.rand(1, 2, 5, 5)), {1, 3, 5, 5})
   h.shape(nn.MaxPool2d(2, {dilation = 1, return_indices = false})(tensor.rand(1, 1, 4, 4)), {1, 1, 2, 2})
