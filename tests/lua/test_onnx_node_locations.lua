@@ -105,11 +105,14 @@ h.test("an error raised inside a node leaves the next op at its Lua line", funct
 end)
 
 -- (eager kernels run outside graphs and name no place, a script's neither)
-h.test("the profile report names the nodes", function()
+h.test("the profile report and trace name the nodes", function()
   if EAGER then return end
+  local trace = temp("trace.json")
   tensor.profile(function()
     for _ = 1, 2 do model(x2, tensor.new({{0, 0}})):tolist() end
-  end)
+  end, trace)
+  local json = h.read_bytes(trace)
+  assert(json:find('"name":"', 1, true) and json:find(MATMUL, 1, true), json)
   local report = tensor.profile_report(50)
   assert(report:find(BASE .. ": node '", 1, true), report)
   assert(not report:find(FILE, 1, true), report)
