@@ -1,5 +1,6 @@
-// lua_tensor_profile.cpp - tensor.profile(fn, path), tensor.profile_report()
-// and LAZYLUA_PROFILE=trace.json (tensor/profiler.h).
+// lua_tensor_profile.cpp - tensor.profile(fn, path), tensor.profile_report(),
+// LAZYLUA_PROFILE=trace.json (tensor/profiler.h), and tensor.with_location,
+// which names the ops a library records for them.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -101,12 +102,55 @@ int profile_report(lua_State* L) {
   return 1;
 }
 
+// Labels are cut to this many bytes: a profile row stays readable, and an
+// interned label lives as long as the process.
+constexpr size_t kMaxLocationLabelBytes = 200;
+
+// Pushes with_location's label (argument 1) on the context's location
+// labels, interned once per distinct text. A guarded body.
+int push_location_label(lua_State* L) {
+  if (lua_type(L, 1) != LUA_TSTRING) {
+    type_error(L, 1, "tensor.with_location", "string");
+  }
+  if (lua_type(L, 2) != LUA_TFUNCTION) type_error(L, 2, "tensor.with_location", "function");
+  size_t length = 0;
+  const char* text = lua_tolstring(L, 1, &length);
+  if (length == 0) argument_error(1, "tensor.with_location", "the label is empty");
+  std::string label(text, length);
+  if (label.size() > kMaxLocationLabelBytes) {
+    size_t cut = kMaxLocationLabelBytes - 3;
+    while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) cut--;  // UTF-8
+    label.resize(cut);
+    label += "...";
+  }
+  Context* context = tensor_context(L);
+  context->location_labels.push_back(SourceLocation{context->intern(label), 0});
+  return 0;
+}
+
+// tensor.with_location(label, fn, ...): fn(...)'s results; the ops it
+// records are located at `label` (a name in profiles, errors, tensor.ir),
+// not at Lua lines, so a library can name its own parts (stdlib/onnx.lua
+// names each node of an imported model). The innermost label wins; the
+// outer one is back however fn ends. Plain C around the call: an error in
+// fn propagates as it is, and no C++ object is alive when it does.
+int with_location(lua_State* L) {
+  Context* context = tensor_context(L);
+  const size_t depth = context->location_labels.size();
+  guarded<push_location_label>(L);
+  const int status = lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 0);
+  context->location_labels.resize(depth);
+  if (status != LUA_OK) return lua_error(L);
+  return lua_gettop(L) - 1;
+}
+
 }  // namespace
 
 void register_profile_functions(lua_State* L) {
   static const luaL_Reg functions[] = {
       {"profile", profile},
       {"profile_report", guarded<profile_report>},
+      {"with_location", with_location},
       {nullptr, nullptr},
   };
   luaL_setfuncs(L, functions, 0);

@@ -203,7 +203,9 @@ if native.read_file then
     if type(path) ~= "string" then error("onnx.load: expected a file path, got " .. type(path), 2) end
     -- no options (PyTorch's load_external_data is not supported): refused, not dropped
     if select("#", ...) > 0 then error("onnx.load: takes a path only, no options", 2) end
-    return onnx.from_table(native.onnx_decode_model(native.read_file(path, "onnx.load", max_file_bytes)))
+    local model = onnx.from_table(native.onnx_decode_model(native.read_file(path, "onnx.load", max_file_bytes)))
+    model.source = path:match("[^/]*$")  -- names its nodes' ops: "model.onnx: node ..."
+    return model
   end
 
   -- Reads a TensorProto file (a test case's input_0.pb): tensor, name, and
@@ -245,14 +247,34 @@ local function run_node(op, ctx, inputs, node, opset, eager)
   error(string.format("onnx: %s: %s", describe_node(node, opset), message), 0)
 end
 
+-- Each node's location label, "model.onnx: node 'conv1' (Conv)" (its index
+-- when unnamed), made once per graph and source (the file's base name).
+local node_labels = setmetatable({}, {__mode = "k"})
+local function labels_of(graph, source)
+  local labels = node_labels[graph]
+  if labels and labels.source == source then return labels end
+  labels = {source = source}
+  for index, node in ipairs(graph.nodes) do
+    labels[index] = string.format("%s: node %s (%s%s)", source,
+      node.name ~= "" and "'" .. node.name .. "'" or index, node.domain ~= "" and node.domain .. "." or "", node.op_type)
+  end
+  node_labels[graph] = labels
+  return labels
+end
+
 -- Runs one graph: `values` maps names to tensors (inputs, initializers);
 -- `host` marks the names known on the host. Returns the graph's outputs.
-function onnx.run_graph(graph, values, host, opset_of)
+-- The ops each node records are located at its label, not at the Lua line
+-- of the call (profiles, deferred errors); `source` names the model there
+-- (a nested graph gets its op's ctx.source).
+function onnx.run_graph(graph, values, host, opset_of, source)
+  source = source or "onnx"
+  local labels = labels_of(graph, source)
   -- The names nodes wrote: a second writer breaks the graph's single
   -- assignment (the inputs and initializers may not be written either).
   local written = {}
   for name in pairs(values) do written[name] = "a graph input or initializer" end
-  for _, node in ipairs(graph.nodes) do
+  for index, node in ipairs(graph.nodes) do
     local domain = node.domain == "ai.onnx" and "" or node.domain
     local opset = opset_of[domain] or 0
     local op = domain == "" and onnx.ops[node.op_type] or nil
@@ -277,9 +299,10 @@ function onnx.run_graph(graph, values, host, opset_of)
       end
     end
     local ctx = setmetatable({node = node, opset = opset, domain = domain, graph_values = values,
-      opset_of = opset_of, host_inputs = host_inputs}, Context)
+      opset_of = opset_of, host_inputs = host_inputs, source = source}, Context)
     local on_host = always_host[node.op_type] or (all_host and onnx.host_ops[node.op_type])
-    local results = run_node(op, ctx, inputs, node, opset, on_host and not always_host[node.op_type])
+    local results = tensor.with_location(labels[index], run_node, op, ctx, inputs, node, opset,
+      on_host and not always_host[node.op_type])
     for k, name in ipairs(node.outputs) do
       if name ~= "" then
         if written[name] then
@@ -336,7 +359,7 @@ function Model:__call(...)
       values[name] = given[i]
     end
   end
-  return table.unpack(onnx.run_graph(self.graph, values, host, self.opset))
+  return table.unpack(onnx.run_graph(self.graph, values, host, self.opset, self.source))
 end
 
 function Model:__tostring()

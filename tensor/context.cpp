@@ -341,7 +341,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   // is new, a value is read into Lua, or LAZYLUA_DEBUG wants it.
   const bool reads = cause != SyncCause::barrier && cause != SyncCause::explicit_sync;
   const SourceLocation where =
-      !hit || reads || debug_level >= 1 || sync_span.on() ? current_location() : SourceLocation{};
+      !hit || reads || debug_level >= 1 || sync_span.on() ? script_location() : SourceLocation{};
   if (reads) diagnostics.on_read(cause, where);
   const RecompileExplanation* explanation = diagnostics.on_graph(graph, cause, where, !hit);
   if (debug_level >= 1) {
@@ -386,7 +386,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
     throw Error(message);
   } catch (const InternalError& error) {
     throw InternalError(
-        describe_internal_error(error.what(), graph, cause, current_location(), debug_level));
+        describe_internal_error(error.what(), graph, cause, script_location(), debug_level));
   } catch (const Error& error) {
     // A compiled plan that failed after running a collective (it is not
     // re-run to name the node): the same for its collectives.

@@ -144,7 +144,17 @@ class Context : public RefCounted {
   // The Lua binding tells where the script is, for nodes and sync messages.
   SourceLocation (*location_provider)(void* user) = nullptr;
   void* location_user = nullptr;
+  // Library code names the ops it records (an imported ONNX model's nodes,
+  // tensor.with_location): while this stack holds labels (interned, line
+  // 0), the top one is the location of every new node, so profiles and
+  // deferred errors name it. A sync's own site stays the script's line.
+  std::vector<SourceLocation> location_labels;
+  // Where a new node was recorded: the innermost label, else the script's line.
   SourceLocation current_location() const {
+    return location_labels.empty() ? script_location() : location_labels.back();
+  }
+  // The script's line, labels or not (where a sync happens).
+  SourceLocation script_location() const {
     return location_provider ? location_provider(location_user) : SourceLocation{};
   }
   // Runs the host's garbage collector (a quick young collection, or a full
@@ -159,7 +169,8 @@ class Context : public RefCounted {
   int64_t tensor_bytes_full_collection_at = 0;
   int64_t result_bytes_since_full = 0;
 
-  // Interned chunk names for SourceLocation.
+  // Interned chunk names and labels for SourceLocation (kept for the
+  // process's life: nodes and cached diagnostics point at them).
   const char* intern(const std::string& chunk);
 
   // Syncs the pending values of these tensors (views: of their bases).

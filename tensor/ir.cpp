@@ -227,6 +227,7 @@ const char* Node::name() const {
 }
 
 std::string location_string(const SourceLocation& location) {
+  if (location.line == 0) return location.chunk;
   return fmt::format("{}:{}", location.chunk, location.line);
 }
 

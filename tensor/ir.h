@@ -72,12 +72,14 @@ const char* op_name(Op op);
 // for unary, binary and reduce ops, else the op's, as Node::name() gives it.
 const char* op_name(Op op, uint8_t sub_op, const int64_t* attrs);
 
-// Where a node was recorded: an interned chunk name and a line (0: unknown).
+// Where a node was recorded: an interned chunk name and a line; line 0
+// means the chunk is a whole label ("?" for unknown, or a library's name
+// for the op, as "model.onnx: node 'fc' (Gemm)" of an imported model).
 struct SourceLocation {
   const char* chunk = "?";
   int line = 0;
 };
-// "train.lua:12" (Lua's short_src style).
+// "train.lua:12" (Lua's short_src style), or the label.
 std::string location_string(const SourceLocation& location);
 
 class Node;
