@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# run.sh [model...] - the real-model suite: lazylua against PyTorch eager and ONNX
+# Runtime on models PyTorch exports (export.py), at batch 1 and 8, from opset 13 and 17
+# files, then a training step of resnet18 (batch 8) through the imported model. Prints
+# one table (report.py). Without arguments, every model of export.py.
+#
+# Each measurement is a process of its own (run_lazylua.lua, run_torch.py, run_ort.js);
+# for each model and batch the three run back to back, so that the noise of a shared
+# machine hits all three. PyTorch does not read the ONNX files: it runs once per model
+# and batch, and its figures stand in both opsets' rows. lazylua starts each run on an
+# empty LAZYLUA_CACHE_DIR: "native by call" is the first call that ran native code only.
+#
+# Environment: LAZYLUA (the binary, default build/lazylua), BUDGET (seconds of calls per
+# run, default 15), OPSETS (default "13 17"), BATCHES (default "1 8"), RUN_TIMEOUT
+# (seconds a run may take, default 900), MEMORY_LIMIT_MB (address space of each run,
+# default 16000: a run that would take the machine down fails with its error instead).
+# The files and the raw results (work/results-*.jsonl) go to bench/models/work/.
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+LAZYLUA=${LAZYLUA:-$ROOT/build/lazylua}
+case $LAZYLUA in /*) ;; *) LAZYLUA=$PWD/$LAZYLUA ;; esac
+BUDGET=${BUDGET:-15}
+OPSETS=${OPSETS:-"13 17"}
+BATCHES=${BATCHES:-"1 8"}
+RUN_TIMEOUT=${RUN_TIMEOUT:-900}
+MEMORY_LIMIT_MB=${MEMORY_LIMIT_MB:-16000}
+WORK=$HERE/work
+PYTHON=/usr/bin/python3
+ALL_MODELS=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0 shufflenet_v2_x1_0 vit_b_16
+            deeplabv3_resnet50 transformer_encoder gru lstm)
+
+if [ ! -x "$LAZYLUA" ]; then echo "run.sh: no lazylua binary at $LAZYLUA (set LAZYLUA)" >&2; exit 1; fi
+models=("$@")
+if [ ${#models[@]} -eq 0 ]; then models=("${ALL_MODELS[@]}"); fi
+
+"$HERE/setup.sh" || exit 1
+mkdir -p "$WORK"
+models_list=$(IFS=,; echo "${models[*]}")
+opsets_list=$(echo $OPSETS | tr ' ' ,)
+batches_list=$(echo $BATCHES | tr ' ' ,)
+if [[ " ${models[*]} " == *" resnet18 "* && ",$batches_list," != *",8,"* ]]; then
+  batches_list=$batches_list,8  # the training step's batch
+fi
+echo "run.sh: exporting $models_list (files already in $WORK are kept)" >&2
+"$PYTHON" "$HERE/export.py" "$WORK" --models "$models_list" --opsets "$opsets_list" \
+  --batches "$batches_list" || exit 1
+
+RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lazylua_models.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+
+# measure RUNNER COMMAND...: runs one measurement under the time and memory limits and
+# appends "RUNNER<TAB>{json}" to RESULTS; a run that died reports its status and the
+# last line of its stderr as its error.
+measure() {
+  local runner=$1
+  shift
+  echo "run.sh: $runner ${*: -4}" >&2
+  (ulimit -v $((MEMORY_LIMIT_MB * 1024)); exec timeout --kill-after=10 "$RUN_TIMEOUT" "$@") \
+    >"$SCRATCH/out" 2>"$SCRATCH/err" </dev/null
+  local status=$?
+  local line
+  line=$(grep -m1 '^RESULT ' "$SCRATCH/out" | cut -c8-)
+  if [ -z "$line" ]; then
+    local reason="exit status $status"
+    if [ $status = 124 ] || [ $status = 137 ]; then reason="timed out after ${RUN_TIMEOUT} s"; fi
+    line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"error": sys.argv[1]}))' \
+      "$reason: $(grep -v '^\s*$' "$SCRATCH/err" | tail -n 1)")
+  fi
+  printf '%s\t%s\n' "$runner" "$line" >>"$RESULTS"
+}
+
+lazylua_run() {  # MODE NAME OPSET BATCH: on an empty cache
+  rm -rf "$SCRATCH/cache"
+  mkdir "$SCRATCH/cache"
+  LAZYLUA_CACHE_DIR=$SCRATCH/cache LAZYLUA_PROGRESS=0 \
+    measure lazylua "$LAZYLUA" "$HERE/run_lazylua.lua" "$1" "$WORK" "$2" "$3" "$4" "$BUDGET"
+}
+
+for model in "${models[@]}"; do
+  for batch in $BATCHES; do
+    torch_done=0
+    for opset in $OPSETS; do
+      lazylua_run infer "$model" "$opset" "$batch"
+      if [ $torch_done = 0 ]; then
+        measure torch "$PYTHON" "$HERE/run_torch.py" infer "$WORK" "$model" "$batch" "$BUDGET"
+        torch_done=1
+      fi
+      measure ort node "$HERE/run_ort.js" "$WORK" "$model" "$opset" "$batch" "$BUDGET"
+    done
+  done
+done
+if [[ " ${models[*]} " == *" resnet18 "* ]]; then
+  training_opset=${OPSETS##* }
+  lazylua_run train resnet18 "$training_opset" 8
+  measure torch "$PYTHON" "$HERE/run_torch.py" train "$WORK" resnet18 8 "$BUDGET"
+fi
+
+echo "run.sh: raw results in $RESULTS" >&2
+"$PYTHON" "$HERE/report.py" "$RESULTS"
