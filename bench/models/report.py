@@ -85,7 +85,7 @@ def main():
                 peaks = [runs[b][who].get("peak_rss_mb") for b in batches]
                 peaks = [p for p in peaks if p is not None]
                 rss.append(f"{max(peaks):.0f}" if peaks else "—")
-            errors = []
+            errors = [r["error"] for r in results if r["runner"] == "export" and r["model"] == model]
             for b in batches:
                 for who in ("lazylua", "torch", "ort"):
                     if "error" in runs[b][who]:
@@ -103,7 +103,7 @@ def main():
                 " / ".join(rss),
                 pair([r.get("native_call") for r in lazylua], str),
                 pair([r.get("native_seconds") for r in lazylua], lambda v: f"{v:.1f}"),
-                "; ".join(errors).replace("|", "\\|"),
+                "; ".join(errors).replace("|", "\\|").replace("\n", " "),
             ]
             print("| " + " | ".join(row) + " |")
     print()

@@ -42,10 +42,6 @@ batches_list=$(echo $BATCHES | tr ' ' ,)
 if [[ " ${models[*]} " == *" resnet18 "* && ",$batches_list," != *",8,"* ]]; then
   batches_list=$batches_list,8  # the training step's batch
 fi
-echo "run.sh: exporting $models_list (files already in $WORK are kept)" >&2
-"$PYTHON" "$HERE/export.py" "$WORK" --models "$models_list" --opsets "$opsets_list" \
-  --batches "$batches_list" || exit 1
-
 RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lazylua_models.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
@@ -79,6 +75,16 @@ lazylua_run() {  # MODE NAME OPSET BATCH: on an empty cache
 }
 
 for model in "${models[@]}"; do
+  # Exported just before it is measured: a model PyTorch cannot export has an error in
+  # its row, and the others go on.
+  echo "run.sh: exporting $model (files already in $WORK are kept)" >&2
+  if ! "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" --opsets "$opsets_list" \
+      --batches "$batches_list" 2>"$SCRATCH/export.err"; then
+    line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"model": sys.argv[1], "error": sys.argv[2]}))' \
+      "$model" "export.py: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
+    printf 'export\t%s\n' "$line" >>"$RESULTS"
+    continue
+  fi
   for batch in $BATCHES; do
     torch_done=0
     for opset in $OPSETS; do

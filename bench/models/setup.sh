@@ -8,13 +8,15 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 
-if ! /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
+versions() { /usr/bin/python3 -c 'import torch, torchvision; print(f"torch {torch.__version__}, torchvision {torchvision.__version__}")' 2>/dev/null; }
+if ! torch_versions=$(versions); then
   echo "setup: installing python3-torch python3-torchvision"
   sudo_prefix=()
   if [ "$(id -u)" -ne 0 ]; then sudo_prefix=(sudo); fi
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_prefix[@]}" apt-get update -qq
   "${sudo_prefix[@]}" apt-get install -y -qq --no-install-recommends python3-torch python3-torchvision
+  torch_versions=$(versions)
 fi
 
 for tool in node npm; do
@@ -32,6 +34,4 @@ if [ "$installed" != "$pinned" ]; then
   # fetch the CUDA provider (from NuGet), which the suite does not use.
   (cd "$HERE" && ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error)
 fi
-echo "setup: torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')," \
-  "torchvision $(/usr/bin/python3 -c 'import torchvision; print(torchvision.__version__)')," \
-  "onnxruntime-node $pinned"
+echo "setup: $torch_versions, onnxruntime-node $pinned"
