@@ -27,8 +27,9 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 MEMORY_LIMIT_MB=${MEMORY_LIMIT_MB:-16000}
 WORK=$HERE/work
 PYTHON=/usr/bin/python3
-ALL_MODELS=(resnet18 mobilenet_v2 squeezenet1_1 efficientnet_b0 shufflenet_v2_x1_0 vit_b_16
-            deeplabv3_resnet50 transformer_encoder gru lstm)
+# The longest last: on a busy machine, RUN_TIMEOUT cuts them, not the rest.
+ALL_MODELS=(squeezenet1_1 resnet18 shufflenet_v2_x1_0 transformer_encoder gru lstm mobilenet_v2
+            efficientnet_b0 vit_b_16 deeplabv3_resnet50)
 
 if [ ! -x "$LAZYLUA" ]; then echo "run.sh: no lazylua binary at $LAZYLUA (set LAZYLUA)" >&2; exit 1; fi
 models=("$@")
@@ -43,16 +44,18 @@ if [[ " ${models[*]} " == *" resnet18 "* && ",$batches_list," != *",8,"* ]]; the
   batches_list=$batches_list,8  # the training step's batch
 fi
 RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
+load_at_start=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date +%s)
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/lazylua_models.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
 
-# measure RUNNER COMMAND...: runs one measurement under the time and memory limits and
-# appends "RUNNER<TAB>{json}" to RESULTS; a run that died reports its status and the
-# last line of its stderr as its error.
+# measure RUNNER MODE MODEL OPSET BATCH COMMAND...: runs one measurement under the time
+# and memory limits and appends "RUNNER<TAB>{json}" to RESULTS; a run that died reports
+# its status and the last line of its stderr as its error.
 measure() {
-  local runner=$1
-  shift
-  echo "run.sh: $runner ${*: -4}" >&2
+  local runner=$1 mode=$2 model=$3 opset=$4 batch=$5
+  shift 5
+  echo "run.sh: $(date +%T) $runner $mode $model opset $opset batch $batch" >&2
   (ulimit -v $((MEMORY_LIMIT_MB * 1024)); exec timeout --kill-after=10 "$RUN_TIMEOUT" "$@") \
     >"$SCRATCH/out" 2>"$SCRATCH/err" </dev/null
   local status=$?
@@ -61,8 +64,9 @@ measure() {
   if [ -z "$line" ]; then
     local reason="exit status $status"
     if [ $status = 124 ] || [ $status = 137 ]; then reason="timed out after ${RUN_TIMEOUT} s"; fi
-    line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"error": sys.argv[1]}))' \
-      "$reason: $(grep -v '^\s*$' "$SCRATCH/err" | tail -n 1)")
+    line=$("$PYTHON" -c 'import json, sys; m, n, o, b, e = sys.argv[1:]; print(json.dumps(
+      {"mode": m, "model": n, "opset": int(o), "batch": int(b), "error": e}))' \
+      "$mode" "$model" "$opset" "$batch" "$reason: $(grep -v '^\s*$' "$SCRATCH/err" | tail -n 1)")
   fi
   printf '%s\t%s\n' "$runner" "$line" >>"$RESULTS"
 }
@@ -71,14 +75,14 @@ lazylua_run() {  # MODE NAME OPSET BATCH: on an empty cache
   rm -rf "$SCRATCH/cache"
   mkdir "$SCRATCH/cache"
   LAZYLUA_CACHE_DIR=$SCRATCH/cache LAZYLUA_PROGRESS=0 \
-    measure lazylua "$LAZYLUA" "$HERE/run_lazylua.lua" "$1" "$WORK" "$2" "$3" "$4" "$BUDGET"
+    measure lazylua "$1" "$2" "$3" "$4" "$LAZYLUA" "$HERE/run_lazylua.lua" "$1" "$WORK" "$2" "$3" "$4" "$BUDGET"
 }
 
 for model in "${models[@]}"; do
   # Exported just before it is measured: a model PyTorch cannot export has an error in
   # its row, and the others go on.
   echo "run.sh: exporting $model (files already in $WORK are kept)" >&2
-  if ! "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" --opsets "$opsets_list" \
+  if ! timeout "$RUN_TIMEOUT" "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" --opsets "$opsets_list" \
       --batches "$batches_list" 2>"$SCRATCH/export.err"; then
     line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"model": sys.argv[1], "error": sys.argv[2]}))' \
       "$model" "export.py: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
@@ -90,18 +94,20 @@ for model in "${models[@]}"; do
     for opset in $OPSETS; do
       lazylua_run infer "$model" "$opset" "$batch"
       if [ $torch_done = 0 ]; then
-        measure torch "$PYTHON" "$HERE/run_torch.py" infer "$WORK" "$model" "$batch" "$BUDGET"
+        measure torch infer "$model" "$opset" "$batch" \
+          "$PYTHON" "$HERE/run_torch.py" infer "$WORK" "$model" "$batch" "$BUDGET"
         torch_done=1
       fi
-      measure ort node "$HERE/run_ort.js" "$WORK" "$model" "$opset" "$batch" "$BUDGET"
+      measure ort infer "$model" "$opset" "$batch" node "$HERE/run_ort.js" "$WORK" "$model" "$opset" "$batch" "$BUDGET"
     done
   done
+  if [ "$model" = resnet18 ]; then
+    training_opset=${OPSETS##* }
+    lazylua_run train resnet18 "$training_opset" 8
+    measure torch train resnet18 "$training_opset" 8 "$PYTHON" "$HERE/run_torch.py" train "$WORK" resnet18 8 "$BUDGET"
+  fi
 done
-if [[ " ${models[*]} " == *" resnet18 "* ]]; then
-  training_opset=${OPSETS##* }
-  lazylua_run train resnet18 "$training_opset" 8
-  measure torch "$PYTHON" "$HERE/run_torch.py" train "$WORK" resnet18 8 "$BUDGET"
-fi
-
 echo "run.sh: raw results in $RESULTS" >&2
 "$PYTHON" "$HERE/report.py" "$RESULTS"
+echo "$(nproc) cores; load average $load_at_start at the start, $(cut -d' ' -f1-3 /proc/loadavg)" \
+  "at the end; $(( $(date +%s) - started )) s; BUDGET=$BUDGET OPSETS='$OPSETS' BATCHES='$BATCHES'"

@@ -3,10 +3,11 @@
 --   lazylua run_lazylua.lua infer WORK NAME OPSET BATCH [BUDGET_SECONDS]
 --   lazylua run_lazylua.lua train WORK resnet18 OPSET 8 [BUDGET_SECONDS]
 --
--- infer: onnx.load(WORK/NAME_opOPSET.onnx), then calls on WORK/NAME_xBATCH.npy until
--- BUDGET seconds (default 15) or 200 calls have passed, at least 3 calls. Prints one line
--- "RESULT {json}": the match against PyTorch's output (max |y - y_torch| / max |y_torch|,
--- first call), the steady time per call (median of the last 5 calls), the peak RSS
+-- infer: onnx.load(WORK/NAME_opOPSET.onnx), then calls on WORK/NAME_xBATCH.npy: the
+-- first, then more until BUDGET seconds (default 15) or 200 calls have passed, at least 3
+-- calls in all. Prints one line "RESULT {json}": the match against PyTorch's output
+-- (max |y - y_torch| / max |y_torch|, first call), the steady time per call (median of
+-- the last 5 calls, never the first, which records and may compile), the peak RSS
 -- (VmHWM), the load time, the first call's time, and from tensor.metrics() the call at
 -- which every graph of a call first ran native code (run.sh starts this process on an
 -- empty LAZYLUA_CACHE_DIR) with the seconds from onnx.load to the end of that call.
@@ -58,7 +59,7 @@ end
 
 local function median_of_last(times, n)
   local last = {}
-  for i = math.max(1, #times - n + 1), #times do last[#last + 1] = times[i] end
+  for i = math.max(math.min(2, #times), #times - n + 1), #times do last[#last + 1] = times[i] end
   table.sort(last)
   local middle = (#last + 1) / 2
   return (last[math.floor(middle)] + last[math.ceil(middle)]) / 2
@@ -72,12 +73,14 @@ local result = {mode = mode, model = name, opset = tonumber(opset), batch = tonu
 -- and when the calls first ran native code only.
 local function timed_calls(step, started)
   local times = {}
-  while #times < MAX_CALLS and (#times < MIN_CALLS or now() - started < budget) do
+  local budget_start
+  while #times < MAX_CALLS and (#times < MIN_CALLS or now() - budget_start < budget) do
     local before = tensor.metrics()
     local t0 = now()
     tensor.sync(step(#times + 1))
     local t1 = now()
     times[#times + 1] = t1 - t0
+    budget_start = budget_start or t1
     local after = tensor.metrics()
     if not result.native_call and after.native_runs > before.native_runs
         and after.interpreted_runs == before.interpreted_runs then

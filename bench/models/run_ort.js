@@ -4,9 +4,10 @@
 //   node run_ort.js WORK NAME OPSET BATCH [BUDGET_SECONDS]
 //
 // The same measurements as run_lazylua.lua: a session with intraOpNumThreads 2,
-// interOpNumThreads 1 and graphOptimizationLevel "all", calls on NAME_xBATCH.npy within
-// the budget (at least 3, at most 200), the match against PyTorch's output, the steady
-// time (median of the last 5 calls) and the peak RSS (VmHWM). Prints one line
+// interOpNumThreads 1 and graphOptimizationLevel "all", calls on NAME_xBATCH.npy: the
+// first, then more within the budget (at least 3, at most 200 in all), the match against
+// PyTorch's output, the steady time (median of the last 5 calls, never the first) and the
+// peak RSS (VmHWM). Prints one line
 // "RESULT {json}".
 'use strict';
 const fs = require('fs');
@@ -69,16 +70,18 @@ async function main() {
     const expected = readNpy(file(`_y${batch}.npy`));
     const feeds = {[session.inputNames[0]]: new ort.Tensor('float32', x.data, x.shape)};
     const times = [];
-    let first;
-    while (times.length < MAX_CALLS && (times.length < MIN_CALLS || now() - started < budget)) {
+    let first, budgetStart;
+    while (times.length < MAX_CALLS && (times.length < MIN_CALLS || now() - budgetStart < budget)) {
       const t0 = now();
       const outputs = await session.run(feeds);
       times.push(now() - t0);
+      if (budgetStart === undefined) budgetStart = now();
       if (!first) first = outputs[session.outputNames[0]];
     }
     result.calls = times.length;
     result.first_seconds = times[0];
-    result.steady_seconds = median(times.slice(-STEADY_CALLS));
+    // Never the first call (the session's warm-up).
+    result.steady_seconds = median(times.slice(Math.max(Math.min(1, times.length - 1), times.length - STEADY_CALLS)));
     if (first.data.length !== expected.data.length) {
       throw new Error(`output shape ${first.dims.join('x')}, PyTorch's ${expected.shape.join('x')}`);
     }

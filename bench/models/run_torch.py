@@ -31,14 +31,18 @@ def peak_rss_mb():
 
 
 def timed_calls(step, started, budget, result):
+    """The first call, then more within the budget (at least MIN_CALLS in all); steady:
+    the median of the last STEADY_CALLS, never the first."""
     times = []
-    while len(times) < MAX_CALLS and (len(times) < MIN_CALLS or time.perf_counter() - started < budget):
+    budget_start = None
+    while len(times) < MAX_CALLS and (len(times) < MIN_CALLS or time.perf_counter() - budget_start < budget):
         t0 = time.perf_counter()
         step(len(times) + 1)
         times.append(time.perf_counter() - t0)
+        budget_start = budget_start or time.perf_counter()
     result["calls"] = len(times)
     result["first_seconds"] = times[0]
-    result["steady_seconds"] = statistics.median(times[-STEADY_CALLS:])
+    result["steady_seconds"] = statistics.median(times[max(min(1, len(times) - 1), len(times) - STEADY_CALLS):])
 
 
 def main():
