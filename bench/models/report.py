@@ -58,11 +58,13 @@ def main():
                 return r
         return {}
 
-    header = ["model", "opset", "match b" + "/b".join(map(str, batches))]
+    per_batch = "b" + "/b".join(map(str, batches))
+    header = ["model", "opset", "match " + per_batch]
     for who in ("lazylua", "PyTorch", "ORT"):
-        header.append(f"{who} ms")
-    header += ["lazylua/PyTorch", "lazylua/ORT", "peak RSS MB lazylua/PyTorch/ORT",
-               "native by call", "s to native", "errors"]
+        header.append(f"{who} ms {per_batch}")
+    header += [f"lazylua/PyTorch {per_batch}", f"lazylua/ORT {per_batch}",
+               "peak RSS MB lazylua/PyTorch/ORT", f"native by call {per_batch}",
+               f"s to native {per_batch}", "errors"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     ratios = {(kind, b): [] for kind in ("torch", "ort") for b in batches}

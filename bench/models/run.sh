@@ -78,16 +78,29 @@ lazylua_run() {  # MODE NAME OPSET BATCH: on an empty cache
     measure lazylua "$1" "$2" "$3" "$4" "$LAZYLUA" "$HERE/run_lazylua.lua" "$1" "$WORK" "$2" "$3" "$4" "$BUDGET"
 }
 
+# exported MODEL: whether WORK has all of MODEL's files (importing torch to find out
+# takes seconds).
+exported() {
+  local file
+  for file in "$1.pt" $(for o in $OPSETS; do echo "$1_op$o.onnx"; done) \
+      $(for b in ${batches_list//,/ }; do echo "$1_x$b.npy $1_y$b.npy"; done); do
+    [ -f "$WORK/$file" ] || return 1
+  done
+  if [ "$1" = resnet18 ] && [ ! -f "$WORK/resnet18_t8.npy" ]; then return 1; fi
+}
+
 for model in "${models[@]}"; do
   # Exported just before it is measured: a model PyTorch cannot export has an error in
   # its row, and the others go on.
-  echo "run.sh: exporting $model (files already in $WORK are kept)" >&2
-  if ! timeout "$RUN_TIMEOUT" "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" --opsets "$opsets_list" \
-      --batches "$batches_list" 2>"$SCRATCH/export.err"; then
-    line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"model": sys.argv[1], "error": sys.argv[2]}))' \
-      "$model" "export.py: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
-    printf 'export\t%s\n' "$line" >>"$RESULTS"
-    continue
+  if ! exported "$model"; then
+    echo "run.sh: $(date +%T) exporting $model" >&2
+    if ! timeout "$RUN_TIMEOUT" "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" \
+        --opsets "$opsets_list" --batches "$batches_list" 2>"$SCRATCH/export.err"; then
+      line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"model": sys.argv[1], "error": sys.argv[2]}))' \
+        "$model" "export.py: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
+      printf 'export\t%s\n' "$line" >>"$RESULTS"
+      continue
+    fi
   fi
   for batch in $BATCHES; do
     torch_done=0
