@@ -1,4 +1,5 @@
-"""report.py RESULTS.jsonl - run.sh's table, from its raw results.
+"""report.py RESULTS.jsonl... - run.sh's table, from its raw results (several files: the
+runs of several run.sh, in one table).
 
 Each line of RESULTS is "RUNNER<TAB>{json}" (RUNNER: lazylua, torch or ort), a RESULT of
 run_lazylua.lua, run_torch.py or run_ort.js. Prints one Markdown table, a row per model
@@ -40,7 +41,7 @@ def pair(values, form):
 
 
 def main():
-    results = load(sys.argv[1])
+    results = [record for path in sys.argv[1:] for record in load(path)]
     inference = [r for r in results if r.get("mode", "infer") == "infer"]
     models, opsets, batches = [], [], []
     for r in results:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh [model...] - the real-model suite: lazylua against PyTorch eager and ONNX
 # Runtime on models PyTorch exports (export.py), at batch 1 and 8, from opset 13 and 17
-# files, then a training step of resnet18 (batch 8) through the imported model. Prints
-# one table (report.py). Without arguments, every model of export.py.
+# files, and (resnet18_training) a training step of resnet18 (batch 8) through the
+# imported model. Prints one table (report.py). Without arguments, every model of
+# export.py and the training step.
 #
 # Each measurement is a process of its own (run_lazylua.lua, run_torch.py, run_ort.js);
 # for each model and batch the three run back to back, so that the noise of a shared
@@ -28,8 +29,9 @@ MEMORY_LIMIT_MB=${MEMORY_LIMIT_MB:-16000}
 WORK=$HERE/work
 PYTHON=/usr/bin/python3
 # The longest last: on a busy machine, RUN_TIMEOUT cuts them, not the rest.
-ALL_MODELS=(squeezenet1_1 resnet18 shufflenet_v2_x1_0 transformer_encoder gru lstm mobilenet_v2
-            efficientnet_b0 vit_b_16 deeplabv3_resnet50)
+# resnet18_training is the training step on resnet18's files.
+ALL_MODELS=(squeezenet1_1 resnet18 resnet18_training shufflenet_v2_x1_0 transformer_encoder gru
+            lstm mobilenet_v2 efficientnet_b0 vit_b_16 deeplabv3_resnet50)
 
 if [ ! -x "$LAZYLUA" ]; then echo "run.sh: no lazylua binary at $LAZYLUA (set LAZYLUA)" >&2; exit 1; fi
 models=("$@")
@@ -40,7 +42,7 @@ mkdir -p "$WORK"
 models_list=$(IFS=,; echo "${models[*]}")
 opsets_list=$(echo $OPSETS | tr ' ' ,)
 batches_list=$(echo $BATCHES | tr ' ' ,)
-if [[ " ${models[*]} " == *" resnet18 "* && ",$batches_list," != *",8,"* ]]; then
+if [[ " ${models[*]} " == *" resnet18"* && ",$batches_list," != *",8,"* ]]; then
   batches_list=$batches_list,8  # the training step's batch
 fi
 RESULTS=$WORK/results-$(date +%Y%m%d-%H%M%S).jsonl
@@ -89,7 +91,8 @@ exported() {
   if [ "$1" = resnet18 ] && [ ! -f "$WORK/resnet18_t8.npy" ]; then return 1; fi
 }
 
-for model in "${models[@]}"; do
+for entry in "${models[@]}"; do
+  model=${entry%_training}
   # Exported just before it is measured: a model PyTorch cannot export has an error in
   # its row, and the others go on.
   if ! exported "$model"; then
@@ -101,6 +104,12 @@ for model in "${models[@]}"; do
       printf 'export\t%s\n' "$line" >>"$RESULTS"
       continue
     fi
+  fi
+  if [ "$entry" = resnet18_training ]; then
+    training_opset=${OPSETS##* }
+    lazylua_run train resnet18 "$training_opset" 8
+    measure torch train resnet18 "$training_opset" 8 "$PYTHON" "$HERE/run_torch.py" train "$WORK" resnet18 8 "$BUDGET"
+    continue
   fi
   for batch in $BATCHES; do
     torch_done=0
@@ -114,11 +123,6 @@ for model in "${models[@]}"; do
       measure ort infer "$model" "$opset" "$batch" node "$HERE/run_ort.js" "$WORK" "$model" "$opset" "$batch" "$BUDGET"
     done
   done
-  if [ "$model" = resnet18 ]; then
-    training_opset=${OPSETS##* }
-    lazylua_run train resnet18 "$training_opset" 8
-    measure torch train resnet18 "$training_opset" 8 "$PYTHON" "$HERE/run_torch.py" train "$WORK" resnet18 8 "$BUDGET"
-  fi
 done
 echo "run.sh: raw results in $RESULTS" >&2
 "$PYTHON" "$HERE/report.py" "$RESULTS"

@@ -120,7 +120,8 @@ local function train()
   local model = onnx.load(file("_op" .. opset .. ".onnx"))
   result.load_seconds = now() - started
   local x = tensor.load_npy(file("_x" .. batch .. ".npy"))
-  local targets = tensor.load_npy(file("_t" .. batch .. ".npy"))
+  -- PyTorch's class indices are 0-based, lazylua's 1-based (docs/training.md).
+  local targets = tensor.load_npy(file("_t" .. batch .. ".npy")) + 1
   local criterion = nn.CrossEntropyLoss()
   local opt = optim.SGD(model:parameters(), {lr = 0.01})
   local first_loss
