@@ -97,10 +97,14 @@ for entry in "${models[@]}"; do
   # its row, and the others go on.
   if ! exported "$model"; then
     echo "run.sh: $(date +%T) exporting $model" >&2
-    if ! timeout "$RUN_TIMEOUT" "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" \
-        --opsets "$opsets_list" --batches "$batches_list" 2>"$SCRATCH/export.err"; then
+    timeout "$RUN_TIMEOUT" "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" \
+      --opsets "$opsets_list" --batches "$batches_list" 2>"$SCRATCH/export.err"
+    status=$?
+    if [ $status != 0 ]; then
+      reason="exit status $status"
+      if [ $status = 124 ]; then reason="timed out after $RUN_TIMEOUT s"; fi
       line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"model": sys.argv[1], "error": sys.argv[2]}))' \
-        "$model" "export.py: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
+        "$model" "export.py: $reason: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
       printf 'export\t%s\n' "$line" >>"$RESULTS"
       continue
     fi
