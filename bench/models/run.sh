@@ -68,7 +68,7 @@ measure() {
     if [ $status = 124 ] || [ $status = 137 ]; then reason="timed out after ${RUN_TIMEOUT} s"; fi
     line=$("$PYTHON" -c 'import json, sys; m, n, o, b, e = sys.argv[1:]; print(json.dumps(
       {"mode": m, "model": n, "opset": int(o), "batch": int(b), "error": e}))' \
-      "$mode" "$model" "$opset" "$batch" "$reason: $(grep -v '^\s*$' "$SCRATCH/err" | tail -n 1)")
+      "$mode" "$model" "$opset" "$batch" "$reason$(grep -v '^\s*$' "$SCRATCH/err" | tail -n 1 | sed 's/^/: /')")
   fi
   printf '%s\t%s\n' "$runner" "$line" >>"$RESULTS"
 }
@@ -104,7 +104,7 @@ for entry in "${models[@]}"; do
       reason="exit status $status"
       if [ $status = 124 ]; then reason="timed out after $RUN_TIMEOUT s"; fi
       line=$("$PYTHON" -c 'import json, sys; print(json.dumps({"model": sys.argv[1], "error": sys.argv[2]}))' \
-        "$model" "export.py: $reason: $(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1)")
+        "$model" "export.py: $reason$(grep -v '^\s*$' "$SCRATCH/export.err" | tail -n 1 | sed 's/^/: /')")
       printf 'export\t%s\n' "$line" >>"$RESULTS"
       continue
     fi
