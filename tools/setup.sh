@@ -14,7 +14,9 @@ set -euo pipefail
 # export (stdlib/onnx.lua) compile libonnx-dev's onnx.proto; the ONNX
 # backend test suites the conformance runner uses are libonnx-testdata.
 # python3-torch (PyTorch 1.13) is the independent reference: the tests run
-# the files lazylua exports through it, and bench/ compares against it.
+# the files lazylua exports through it, and bench/ compares against it;
+# python3-torchvision's models are the real models that
+# tests/cli/test_real_models.sh and bench/models/ import.
 packages=(
   build-essential cmake pkg-config
   liblua5.4-dev lua5.4 lua-filesystem
@@ -27,7 +29,7 @@ packages=(
   zlib1g-dev libdeflate-dev libxml2-utils
   clang-format
   jq
-  python3-numpy python3-torch
+  python3-numpy python3-torch python3-torchvision
   dataset-fashion-mnist
   wamerican
 )
