@@ -78,11 +78,12 @@ h.test("erf within 0.51 ulp and erfc within 0.55 ulp of a series", function()
       assert(erf[i] ~= erf[i] and erfc[i] ~= erfc[i], "erf(NaN), erfc(NaN) are NaN")
     else
       local want = h.erf(v)
-      if math.abs(v) <= 5.5 then  -- where h.erf is good to 1e-10 or better
+      -- where h.erf is good to 1e-12 (its series) or 1e-13 (its tail; 1e-8 at 3.1)
+      if math.abs(v) <= 3 or math.abs(v) >= 4.5 then
         local err = math.abs(erf[i] - want) / ulp(want)
         assert(err <= 0.51, string.format("erf(%a) = %a, want %.17g: %.3f ulp", v, erf[i], want, err))
       end
-      if v <= 0.5 and v >= -5.5 then  -- where 1 - erf does not cancel
+      if v <= 0.5 and v >= -3 then  -- where 1 - erf does not cancel
         local err = math.abs(erfc[i] - (1 - want)) / ulp(1 - want)
         assert(err <= 0.55, string.format("erfc(%a) = %a, want %.17g: %.3f ulp", v, erfc[i], 1 - want, err))
       end
