@@ -98,7 +98,9 @@ end
 function ops.Gelu(ctx, inputs, attrs)
   local x = required(ctx, inputs, 1)
   local rank = ctx.node.gelu_constant_rank
-  if rank == nil and ctx.opset < 20 then ctx:error("Gelu is an op of opset 20 (the model's opset is %d)", ctx.opset) end
+  if rank == nil and ctx.opset < 20 then
+    ctx:error("Gelu is an op of opset 20 (the model's opset is %d)", ctx.opset)
+  end
   local approximate = attr(attrs, "approximate", "none")
   local y
   if approximate == "none" then

@@ -67,7 +67,8 @@ h.test("the other operand orders and forms: Mul by 1/sqrt2, initializers, float 
   }, {"y"}, inits)
   -- y = x (a 0.5), the constants as value_float attributes
   local float_constant = function(name, v)
-    return {op_type = "Constant", domain = "", name = name, inputs = {}, outputs = {name}, attributes = {value_float = v}}
+    return {op_type = "Constant", domain = "", name = name, inputs = {}, outputs = {name},
+      attributes = {value_float = v}}
   end
   local halved = model_of({
     float_constant("f_inv", INV_SQRT2), node("Mul", {"x", "f_inv"}, "d"), node("Erf", {"d"}, "e"),

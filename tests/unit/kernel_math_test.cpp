@@ -888,8 +888,11 @@ TEST(KernelMath, Benchmark) {
     float (*libm)(float);
     bool positive;  // log: inputs |x|
   };
-  const Row rows[] = {
-      {"ll_expf", expf, false}, {"ll_tanhf", tanhf, false}, {"ll_logf", logf, true}};
+  const Row rows[] = {{"ll_expf", expf, false},
+                      {"ll_tanhf", tanhf, false},
+                      {"ll_erff", erff, false},
+                      {"ll_erfcf", erfcf, false},
+                      {"ll_logf", logf, true}};
   for (const Row& row : rows) {
     if (row.positive)
       for (float& x : in) x = std::fabs(x);
