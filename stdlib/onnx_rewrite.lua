@@ -15,6 +15,8 @@
 --     subgraph, so nothing else sees it disappear.
 -- The Gelu node takes the place of the pattern's last node and the name of its
 -- Erf node (so errors and profiles still name a node of the file).
+local tensor = require "tensor"
+
 local rewrite = {}
 
 -- float32 rounding of the constants (the exporter writes float(sqrt 2)):
@@ -27,13 +29,16 @@ end
 -- subgraph may read the outer graph's values by name): name -> count.
 local function count_reads(graph, counts)
   for _, node in ipairs(graph.nodes) do
-    for _, name in ipairs(node.inputs) do
+    for _, name in ipairs(type(node) == "table" and type(node.inputs) == "table" and node.inputs or {}) do
       if name ~= "" then counts[name] = (counts[name] or 0) + 1 end
     end
-    for _, value in pairs(node.attributes or {}) do
-      if type(value) == "table" and value.nodes then count_reads(value, counts) end
-      if type(value) == "table" and value[1] and type(value[1]) == "table" and value[1].nodes then
-        for _, subgraph in ipairs(value) do count_reads(subgraph, counts) end
+    local attributes = type(node) == "table" and type(node.attributes) == "table" and node.attributes or {}
+    for _, value in pairs(attributes) do
+      if type(value) == "table" then
+        local subgraphs = type(value.nodes) == "table" and {value} or value  -- GRAPH or GRAPHS
+        for _, subgraph in ipairs(subgraphs) do
+          if type(subgraph) == "table" and type(subgraph.nodes) == "table" then count_reads(subgraph, counts) end
+        end
       end
     end
   end
@@ -56,8 +61,8 @@ local function scalar_constants(graph)
   end
   return function(name)
     local t = tensors[name]
-    if type(t) == "number" then return t, 0 end
-    if t == nil or (t:dtype() ~= "f32" and t:dtype() ~= "f64") or t:numel() ~= 1 then return nil end
+    if math.type(t) == "float" then return t, 0 end
+    if not tensor.is_tensor(t) or (t:dtype() ~= "f32" and t:dtype() ~= "f64") or t:numel() ~= 1 then return nil end
     return t:reshape(-1):tolist()[1], t:dim()
   end
 end
@@ -168,11 +173,36 @@ local function find_gelus(graph, is_graph_output)
   return matches
 end
 
+-- Whether the graph has the shape the pass reads (a hand-built table may
+-- not: then it runs as given and its errors come from onnx.run_graph).
+local function well_formed(graph)
+  if type(graph) ~= "table" or type(graph.nodes) ~= "table" then return false end
+  if graph.outputs ~= nil and type(graph.outputs) ~= "table" then return false end
+  if graph.initializers ~= nil and type(graph.initializers) ~= "table" then return false end
+  for _, output in ipairs(graph.outputs or {}) do
+    if type(output) ~= "table" then return false end
+  end
+  for _, entry in ipairs(graph.initializers or {}) do
+    if type(entry) ~= "table" then return false end
+  end
+  for _, node in ipairs(graph.nodes) do
+    if type(node) ~= "table" or type(node.inputs) ~= "table" or type(node.outputs) ~= "table" then return false end
+    if node.attributes ~= nil and type(node.attributes) ~= "table" then return false end
+    for _, list in ipairs({node.inputs, node.outputs}) do
+      for _, name in ipairs(list) do
+        if type(name) ~= "string" then return false end
+      end
+    end
+  end
+  return true
+end
+
 -- `graph` with each GELU pattern replaced by one Gelu node (the same table
 -- when there is none; else a shallow copy with a new node list: the caller's
 -- decoded table is left as it was). The Gelu node carries
 -- `gelu_constant_rank`, the rank its constants broadcast x up to.
 function rewrite.fuse_gelu(graph)
+  if not well_formed(graph) then return graph, 0 end  -- left to the errors of the call
   local is_graph_output = {}
   for _, output in ipairs(graph.outputs or {}) do is_graph_output[output.name] = true end
   local matches = find_gelus(graph, is_graph_output)
