@@ -16,9 +16,9 @@
  * and asserted by tests/unit/kernel_math_test.cpp, f32 over every float (CI: every 127th):
  *   f32  exp 0.53  expm1 0.63  log 0.63  log2 0.73  log1p 0.64  tanh 0.59  sigmoid 0.53  gelu 7.6
  *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80  erf 0.51  erfc 0.55 (fits
- *        in double, rounded once)  exp2 0.50 (in double, rounded once); asin acos atan sinh cosh asinh acosh atanh log10 0.50 (libm's
- *        double, rounded once); exp and sigmoid 0.76 where subnormal. Max relative error
- *        7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
+ *        in double, rounded once)  exp2 0.50 (in double, rounded once); asin acos atan sinh
+ *        cosh asinh acosh atanh log10 0.50 (libm's double, rounded once); exp and sigmoid 0.76
+ *        where subnormal. Max relative error 7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
  *   f64  exp 0.56  expm1 0.73  log 0.74  tanh 0.67  sigmoid 0.56 (0.75 subnormal), 49M
  *        samples; exp2 0.70 (1.2M samples); libm's erf 1.09, erfc 2.92, asin 0.51, acos
  *        atan 0.52, sinh 1.71, cosh 1.02, asinh 1.59, acosh 2.03, atanh 1.63, log10 1.57;
