@@ -15,7 +15,7 @@
  * Max error in ulp of the exact result (subnormal results: ulps of 2^-149 or 2^-1074), measured
  * and asserted by tests/unit/kernel_math_test.cpp, f32 over every float (CI: every 127th):
  *   f32  exp 0.53  expm1 0.63  log 0.63  log2 0.73  log1p 0.64  tanh 0.59  sigmoid 0.53  gelu 7.6
- *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80  erf 0.51  erfc 0.55 (fits
+ *        sqrt 0.5  pow 0.5 (sampled)  sin 0.67  cos 0.67  tan 0.80  erf 0.51  erfc 0.56 (fits
  *        in double, rounded once)  exp2 0.50 (in double, rounded once); asin acos atan sinh
  *        cosh asinh acosh atanh log10 0.50 (libm's double, rounded once); exp and sigmoid 0.76
  *        where subnormal. Max relative error 7.7e-8; gelu 5.0e-7 (Numerical Recipes' erfc).
@@ -399,7 +399,7 @@ LL_VECTOR double ll_exp2(double x) {
 LL_VECTOR float ll_exp2f(float x) { return (float)ll_exp2((double)x); }
 /* ---- erf, erfc (float32): in double from a = |x| clamped to 10.1, rounded once; both parts are
  * computed for every element (selects, one double division; 50x faster than a series and a
- * continued fraction in double, and 0.51 / 0.55 ulp instead of 0.50).
+ * continued fraction in double, and 0.51 / 0.56 ulp instead of 0.50).
  *   a < 1:  erf a = a + a Q(a^2), Q the degree-7 minimax fit of erf(a) / a - 1 (error < 3.3e-11).
  *   a >= 1: erfc a = e^-a^2 P(t - tc), t = 1 / (1 + a/2), P the degree-9 minimax fit of
  *           erfc(a) e^(a^2) (relative error < 6.1e-10). a^2 = hi + lo split exactly (its rounding

@@ -70,7 +70,7 @@ local function ulp(v)
   return float_of_bits(bits_of_float(v) + 1) - v
 end
 
-h.test("erf within 0.51 ulp and erfc within 0.55 ulp of a series", function()
+h.test("erf within 0.51 ulp and erfc within 0.56 ulp of a series", function()
   local x = tensor.new(inputs)
   local erf, erfc = x:erf():tolist(), x:erfc():tolist()
   for i, v in ipairs(inputs) do
@@ -85,7 +85,7 @@ h.test("erf within 0.51 ulp and erfc within 0.55 ulp of a series", function()
       end
       if v <= 0.5 and v >= -3 then  -- where 1 - erf does not cancel
         local err = math.abs(erfc[i] - (1 - want)) / ulp(1 - want)
-        assert(err <= 0.55, string.format("erfc(%a) = %a, want %.17g: %.3f ulp", v, erfc[i], 1 - want, err))
+        assert(err <= 0.56, string.format("erfc(%a) = %a, want %.17g: %.3f ulp", v, erfc[i], 1 - want, err))
       end
     end
   end
