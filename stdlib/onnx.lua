@@ -46,7 +46,7 @@ onnx.max_inputs = {}
 for count, names in pairs({
   [0] = "Constant",
   [1] = "Abs Acos Acosh Asin Asinh Atan Atanh Ceil Celu Cos Cosh Elu Erf Exp Floor HardSigmoid HardSwish " ..
-    "Hardmax Identity IsInf IsNaN LeakyRelu Log LogSoftmax Mish Neg Not Reciprocal Relu Round Selu Shrink " ..
+    "Gelu Hardmax Identity IsInf IsNaN LeakyRelu Log LogSoftmax Mish Neg Not Reciprocal Relu Round Selu Shrink " ..
     "Sigmoid Sign Sin Sinh Softmax Softplus Softsign Sqrt Tan Tanh ThresholdedRelu Shape Size NonZero " ..
     "Flatten Transpose Det GlobalAveragePool GlobalMaxPool LRN LpNormalization MeanVarianceNormalization " ..
     "DynamicQuantizeLinear Cast EyeLike DepthToSpace SpaceToDepth Unique ConstantOfShape AveragePool MaxPool " ..
@@ -159,7 +159,8 @@ function onnx.from_table(decoded)
     error(string.format("onnx.load: the model uses opset %d of the default domain; lazylua supports up to %d",
       opset, onnx.max_opset), 2)
   end
-  local graph = decoded.graph
+  -- patterns with a faster one-op form (the exact GELU), rewritten once
+  local graph = require("lazylua.onnx_rewrite").fuse_gelu(decoded.graph)
   for _, list in ipairs({graph.inputs, graph.outputs}) do
     for _, value in ipairs(list) do
       if value.kind then

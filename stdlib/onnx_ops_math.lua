@@ -90,6 +90,34 @@ function ops.HardSwish(ctx, inputs)
   return x * (x / 6 + 0.5):clamp(0, 1)
 end
 
+-- Gelu, an op of opset 20 (approximate "none": tensor.gelu, the exact erf
+-- form; "tanh": PyTorch's tanh approximation, composed), and the node
+-- stdlib/onnx_rewrite.lua makes of the exact-GELU pattern of older opsets.
+-- That node's one-element constants broadcast x up to their rank
+-- (gelu_constant_rank): a 0-d x times a [1] constant is [1].
+function ops.Gelu(ctx, inputs, attrs)
+  local x = required(ctx, inputs, 1)
+  local rank = ctx.node.gelu_constant_rank
+  if rank == nil and ctx.opset < 20 then
+    ctx:error("Gelu is an op of opset 20 (the model's opset is %d)", ctx.opset)
+  end
+  local approximate = attr(attrs, "approximate", "none")
+  local y
+  if approximate == "none" then
+    y = x:gelu()
+  elseif approximate == "tanh" then
+    y = x * 0.5 * (((x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)):tanh() + 1)
+  else
+    ctx:error("approximate must be 'none' or 'tanh', got '%s'", tostring(approximate))
+  end
+  if rank and x:dim() < rank then
+    local shape = x:size()
+    for _ = x:dim() + 1, rank do table.insert(shape, 1, 1) end
+    y = y:reshape(shape)
+  end
+  return y
+end
+
 -- log(1 + exp(x)) written so that large |x| neither overflows nor loses the
 -- small term: max(x, 0) + log1p(exp(-|x|)).
 local function softplus(x) return x:relu() + (-x:abs()):exp():log1p() end
@@ -631,7 +659,7 @@ local float_only = {
   Sin = {}, Cos = {}, Tan = {}, Asin = {}, Acos = {}, Atan = {}, Sinh = {}, Cosh = {},
   Asinh = {}, Acosh = {}, Atanh = {}, IsNaN = {}, IsInf = {}, Sigmoid = {}, Tanh = {},
   LeakyRelu = {}, Elu = {}, Selu = {}, Celu = {}, HardSigmoid = {}, HardSwish = {}, Softplus = {},
-  Softsign = {}, ThresholdedRelu = {}, Mish = {}, Softmax = {}, LogSoftmax = {}, Hardmax = {},
+  Softsign = {}, ThresholdedRelu = {}, Mish = {}, Gelu = {}, Softmax = {}, LogSoftmax = {}, Hardmax = {},
   Mean = {slots = "all"}, Sum = {slots = "all"},
   NegativeLogLikelihoodLoss = {slots = {1, 3}}, SoftmaxCrossEntropyLoss = {slots = {1, 3}},
 }
