@@ -1,5 +1,5 @@
 // lower.cpp - the lowering driver (lower.h): optimize, fuse, choose donors,
-// codegen, in that order, each timed and told at LAZYLUA_DEBUG=2.
+// codegen, plan memory, in that order, each timed and told at LAZYLUA_DEBUG=2.
 #include "compiler/lower.h"
 
 #include <algorithm>
@@ -88,6 +88,9 @@ Lowered lower(const Program& canonical, const LowerOptions& options) {
     return fmt::format("{} steps, {} kernels, {} functions, {} bytes of C", plan.steps.size(),
                        plan.kernel_count, plan.function_count, plan.source.size());
   });
+
+  lowered.plan.memory = plan_memory(lowered.plan);
+  stage_done("plan memory", [&] { return lowered.plan.memory.summary(); });
   return lowered;
 }
 

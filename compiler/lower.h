@@ -10,6 +10,7 @@
 //   fuse          fuse.h         which values get slots; steps of kernels
 //   choose donors donate.cpp     outputs computed over donated inputs
 //   codegen       codegen.h      the plan and the C source, once
+//   plan memory   memory_plan.h  which slots share buffers, when each is let go
 // A scan body is lowered by the same function (codegen calls back into it
 // with the body's kernel prefix); its lines name the prefix. The toolchain
 // (compiling the source) is the caller's: a disk-cache hit skips lower().

@@ -424,10 +424,17 @@ class NativeExecutor final : public Executor {
   // `places` (optional, per program output): contiguous memory where that
   // output should be computed (a scan body's y goes straight into its row
   // of the stacked result).
+  //
+  // Memory follows plan.memory (compiler/memory_plan.h): a slot gets its
+  // memory at the first step that names it, a view of a shared buffer where
+  // the memory plan says so, and is let go after its last step, so the
+  // buffers go back to the caching allocator while the plan runs.
   std::vector<Array> run_plan(const Plan& plan, const Program& program,
                               const std::vector<Array>& inputs, Metrics& metrics,
                               bool* inputs_overwritten,
                               const std::vector<Array>* places = nullptr) {
+    const MemoryPlan& memory = plan.memory;
+    LAZYLUA_ASSERT(memory.planned(plan.slots.size(), plan.steps.size()));
     std::vector<Array> slots(plan.slots.size());
     for (size_t s = 0; s < plan.slots.size(); s++) {
       if (plan.slots[s].input_index >= 0) slots[s] = contiguous(inputs[plan.slots[s].input_index]);
@@ -439,6 +446,26 @@ class NativeExecutor final : public Executor {
       if (place.dtype != plan.slots[s].dtype || place.shape != plan.slots[s].shape) continue;
       slots[s] = place;
     }
+    std::vector<Ref<Buffer>> shared(memory.buffer_bytes.size());
+    // Memory for slot s, when a step is about to fill it.
+    const auto allocate = [&](int s) {
+      const Slot& slot = plan.slots[static_cast<size_t>(s)];
+      const int b = memory.buffer_of_slot[static_cast<size_t>(s)];
+      if (b < 0) return Array::empty(slot.shape, slot.dtype);
+      // The buffer's previous slots are let go by now; if something still
+      // holds it (a step's result that is a view of its input), that keeps
+      // its own memory and the slot gets new.
+      Ref<Buffer>& buffer = shared[static_cast<size_t>(b)];
+      if (!buffer || buffer->use_count() > 1) {
+        buffer = make_ref<Buffer>(static_cast<size_t>(memory.buffer_bytes[static_cast<size_t>(b)]));
+      }
+      Array array;
+      array.buffer = buffer;
+      array.shape = slot.shape;
+      array.strides = contiguous_strides(slot.shape);
+      array.dtype = slot.dtype;
+      return array;
+    };
     std::vector<Array> arguments;
     std::vector<char*> buffers;
     // Once a step writes into a donated input, the graph can no longer run
@@ -468,8 +495,7 @@ class NativeExecutor final : public Executor {
         buffers.clear();
         for (size_t k = 0; k < step.slots.size(); k++) {
           const int s = step.slots[k];
-          if (!slots[s].defined())
-            slots[s] = Array::empty(plan.slots[s].shape, plan.slots[s].dtype);
+          if (!slots[s].defined()) slots[s] = allocate(s);
           buffers.push_back(static_cast<char*>(slots[s].raw_data()) + step.byte_offset(k));
         }
         std::atomic<int> failure{0};
@@ -480,48 +506,64 @@ class NativeExecutor final : public Executor {
           if (code != 0) failure.store(code);
         });
         if (failure.load() != 0) throw KernelFailure(failure.load());
-        continue;
-      }
-      if (step.kind == Step::Kind::scan) {
+      } else if (step.kind == Step::Kind::scan) {
         run_scan(step, slots, metrics);
-        continue;
-      }
-      arguments.clear();
-      for (size_t k = 0; k + 1 < step.slots.size(); k++) {
-        const Array& value = slots[step.slots[k]];
-        const bool transposed = (step.transposed_inputs >> k) & 1u;
-        arguments.push_back(transposed ? ops::transpose(value, value.rank() - 2, value.rank() - 1)
-                                       : value);
-      }
-      const Instruction& instruction = program.instructions[step.instruction];
-      Array result;
-      Array& out = slots[step.slots.back()];
-      if (step.kind == Step::Kind::matmul) {
-        result = ops::matmul_into(arguments[0], arguments[1], out);
-      } else if (step.kind == Step::Kind::library) {
-        if (instruction.op == Op::collective) {
-          // The other ranks have made this call too: the plan can no longer
-          // be run again from the start (on the reference interpreter) nor
-          // stop half-way (collectives.h).
-          *inputs_overwritten = true;
-          if (!uninterruptible) uninterruptible.emplace(nullptr);
-        }
-        result = evaluate_instruction(instruction, arguments);
       } else {
-        metrics.fallbacks++;
-        metrics.fallbacks_by_op[instruction.name()]++;
-        result = evaluate_instruction(instruction, arguments);
+        run_eager_step(step, program, slots, metrics, inputs_overwritten, uninterruptible, allocate,
+                       arguments);
       }
-      if (!out.defined()) {
-        out = contiguous(result);
-      } else if (result.buffer != out.buffer || result.offset != out.offset) {
-        copy_kernel(result, out);  // a placed output
-      }
+      for (int s : memory.slots_released_after[i]) slots[static_cast<size_t>(s)] = Array{};
+      for (int b : memory.buffers_released_after[i]) shared[static_cast<size_t>(b)].reset();
     }
     std::vector<Array> outputs;
     outputs.reserve(plan.outputs.size());
     for (int s : plan.outputs) outputs.push_back(slots[s]);
     return outputs;
+  }
+
+  // A matrix product, a library step or an eager kernel (an op with no
+  // lowering): its inputs from their slots, its result into its slot (a
+  // product computes straight into the memory the slot is given).
+  template <typename Allocate>
+  void run_eager_step(const Step& step, const Program& program, std::vector<Array>& slots,
+                      Metrics& metrics, bool* inputs_overwritten,
+                      std::optional<InterruptScope>& uninterruptible, const Allocate& allocate,
+                      std::vector<Array>& arguments) {
+    arguments.clear();
+    for (size_t k = 0; k + 1 < step.slots.size(); k++) {
+      const Array& value = slots[step.slots[k]];
+      const bool transposed = (step.transposed_inputs >> k) & 1u;
+      arguments.push_back(transposed ? ops::transpose(value, value.rank() - 2, value.rank() - 1)
+                                     : value);
+    }
+    const Instruction& instruction = program.instructions[step.instruction];
+    Array result;
+    Array& out = slots[step.slots.back()];
+    if (step.kind == Step::Kind::matmul) {
+      if (!out.defined()) out = allocate(step.slots.back());
+      result = ops::matmul_into(arguments[0], arguments[1], out);
+    } else if (step.kind == Step::Kind::library) {
+      if (instruction.op == Op::collective) {
+        // The other ranks have made this call too: the plan can no longer
+        // be run again from the start (on the reference interpreter) nor
+        // stop half-way (collectives.h).
+        *inputs_overwritten = true;
+        if (!uninterruptible) uninterruptible.emplace(nullptr);
+      }
+      result = evaluate_instruction(instruction, arguments);
+    } else {
+      metrics.fallbacks++;
+      metrics.fallbacks_by_op[instruction.name()]++;
+      result = evaluate_instruction(instruction, arguments);
+    }
+    // The inputs' references go now, so that a slot let go after this step
+    // frees its memory (or its shared buffer is free for the next slot).
+    arguments.clear();
+    if (!out.defined()) {
+      out = contiguous(result);
+    } else if (result.buffer != out.buffer || result.offset != out.offset) {
+      copy_kernel(result, out);  // a placed output
+    }
   }
 
   // A scan step: the body's plan once per slice, each y computed straight

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/memory_plan.h"
 #include "compiler/program.h"
 
 namespace lazylua::compiler {
@@ -85,6 +86,9 @@ struct Plan {
   int kernel_count = 0;      // with the kernels of scan bodies
   int function_count = 0;    // distinct C functions among them (identical kernels share one)
   std::string summary;       // one line: ops and shapes, for cache records
+  // Which slots share buffers and when each is let go: computed once, when
+  // the plan is lowered or read from the disk cache (not stored there).
+  MemoryPlan memory;
   // Filled when the compiled code is loaded: each kernel step's function
   // (null for other steps).
   std::vector<void*> functions;

@@ -311,6 +311,7 @@ Plan read_plan(const cache::PlanRecord& record, const Program& program, const Bo
   plan.kernel_count = record.kernel_count();
   plan.function_count = record.function_count();
   plan.summary = record.summary();
+  plan.memory = plan_memory(plan);  // not stored: derived from the slots and steps
   return plan;
 }
 

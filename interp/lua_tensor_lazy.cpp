@@ -126,6 +126,7 @@ int metrics(lua_State* L) {
   const AllocatorStats memory = allocator_stats();
   set_integer(L, "bytes_in_use", memory.bytes_in_use);
   set_integer(L, "bytes_cached", memory.bytes_cached);
+  set_integer(L, "peak_bytes", memory.peak_bytes_in_use);
   lua_pushboolean(L, context->eager);
   lua_safe::set_field(L, -2, "eager");
   return 1;
@@ -156,6 +157,7 @@ int reset_metrics(lua_State* L) {
   context->metrics = Metrics{};
   context->seen_keys.clear();
   context->diagnostics = Diagnostics{};
+  reset_peak_bytes_in_use();
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -57,8 +58,7 @@ class CachingAllocator {
         found->second.pop_back();
         stats_.cache_hits++;
         stats_.bytes_cached -= size;
-        stats_.bytes_in_use += size;
-        in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
+        note_in_use(size);
         return block;
       }
     }
@@ -70,8 +70,7 @@ class CachingAllocator {
     }
     if (!block) fail_allocation(nbytes);
     std::lock_guard lock(mutex_);
-    stats_.bytes_in_use += size;
-    in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
+    note_in_use(size);
     return block;
   }
 
@@ -111,7 +110,19 @@ class CachingAllocator {
 
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
+  void reset_peak() {
+    std::lock_guard lock(mutex_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  }
+
  private:
+  // A block of `size` bytes was handed out (the caller holds mutex_).
+  void note_in_use(size_t size) {
+    stats_.bytes_in_use += static_cast<int64_t>(size);
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+    in_use_.store(stats_.bytes_in_use, std::memory_order_relaxed);
+  }
+
   void* allocate_fresh(size_t size) {
     // A request beyond the machine's memory would only end in the kernel's
     // OOM killer once touched; refuse it while it is still an error.
@@ -161,6 +172,9 @@ void free_buffer(void* data, size_t nbytes) {
 }
 AllocatorStats allocator_stats() {
   return allocator().stats();
+}
+void reset_peak_bytes_in_use() {
+  allocator().reset_peak();
 }
 int64_t allocator_bytes_in_use() {
   return allocator().bytes_in_use();

@@ -26,8 +26,13 @@ struct AllocatorStats {
   int64_t cache_hits = 0;    // of those, served from the cache
   int64_t bytes_in_use = 0;  // handed out and not yet freed
   int64_t bytes_cached = 0;  // freed and kept for reuse
+  // The most bytes_in_use has been since the process started or the last
+  // reset_peak_bytes_in_use(): what the live values needed at their peak.
+  int64_t peak_bytes_in_use = 0;
 };
 AllocatorStats allocator_stats();
+// Starts a new peak: peak_bytes_in_use becomes bytes_in_use.
+void reset_peak_bytes_in_use();
 
 // Returns all cached blocks to the system.
 void release_cached_buffers();
