@@ -675,15 +675,33 @@ bool compile_parts(const Toolchain& tool, const std::vector<std::string>& parts,
 
 }  // namespace
 
-std::vector<std::string> split_source(const std::string& source, int parallelism) {
+namespace {
+
+// Where each kernel's text starts in a generated source.
+std::vector<size_t> kernel_starts(const std::string& source) {
   const std::string_view mark(kSourcePartMark);
-  std::vector<size_t> starts;  // of each kernel's text
+  std::vector<size_t> starts;
   for (size_t at = source.find(mark); at != std::string::npos;
        at = source.find(mark, at + mark.size())) {
     starts.push_back(at);
   }
-  const size_t wanted =
-      std::min<size_t>(std::max(parallelism, 1), starts.size() / kMinimumKernelsPerPart);
+  return starts;
+}
+
+size_t part_count(size_t kernels, int parallelism) {
+  return std::max<size_t>(
+      1, std::min<size_t>(std::max(parallelism, 1), kernels / kMinimumKernelsPerPart));
+}
+
+}  // namespace
+
+size_t split_source_part_count(const std::string& source, int parallelism) {
+  return part_count(kernel_starts(source).size(), parallelism);
+}
+
+std::vector<std::string> split_source(const std::string& source, int parallelism) {
+  const std::vector<size_t> starts = kernel_starts(source);
+  const size_t wanted = part_count(starts.size(), parallelism);
   if (wanted <= 1) return {source};
   const std::string common = source.substr(0, starts[0]);
   const size_t kernel_bytes = source.size() - starts[0];

@@ -132,6 +132,8 @@ inline constexpr const char* kSourcePartMark = "\n/* lazylua: kernel */\n";
 // one part (the source unchanged) when there are too few kernels for the
 // common text's cost (~0.2 s of CPU per compiler) to pay off.
 std::vector<std::string> split_source(const std::string& source, int parallelism);
+// How many parts split_source(source, parallelism) makes, without making them.
+size_t split_source_part_count(const std::string& source, int parallelism);
 
 // Seconds a compiler may run before it is killed (and the graph runs
 // interpreted): LAZYLUA_CC_TIMEOUT, default 60. Detached ones too.
