@@ -46,6 +46,10 @@ void record_toolchain_seconds(double expected, double seconds) {
   calibration = std::clamp(0.5 * calibration + 0.5 * observed, 0.05, 50.0);
 }
 
+double expected_remaining_seconds(double expected, double elapsed) {
+  return elapsed <= expected ? expected - elapsed : elapsed - expected;
+}
+
 bool wait_for_build_is_shorter(double remaining_build_seconds, double interpreted_seconds) {
   return interpreted_seconds > 0 && remaining_build_seconds < interpreted_seconds;
 }

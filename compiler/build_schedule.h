@@ -27,6 +27,12 @@ double expected_toolchain_seconds(const std::string& source, int parallelism);
 // expected_toolchain_seconds gave `expected` for. Thread-safe.
 void record_toolchain_seconds(double expected, double seconds);
 
+// The seconds a build expected to take `expected` seconds has left after
+// `elapsed`. Past its estimate, the estimate was wrong (a loaded machine, a
+// first build before any calibration): it is then expected to run over by
+// as much again as it already has.
+double expected_remaining_seconds(double expected, double elapsed);
+
 // A run of a graph seen before whose build is expected to end in
 // `remaining_build_seconds`: true when waiting for it is shorter than running
 // the graph on the reference interpreter once more (its last such run took
@@ -36,7 +42,8 @@ bool wait_for_build_is_shorter(double remaining_build_seconds, double interprete
 
 // How long a wait that wait_for_build_is_shorter allowed may last before
 // the run gives up and takes the interpreter after all (the estimate was
-// wrong): a run then costs at most three interpreted runs.
+// wrong): a run then costs at most three interpreted runs, and the runs
+// after it do not wait for that build again.
 double longest_build_wait_seconds(double interpreted_seconds);
 
 }  // namespace lazylua::compiler

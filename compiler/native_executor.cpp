@@ -54,6 +54,7 @@ struct CompiledProgram {
   std::atomic<double> toolchain_started{0};
   std::atomic<double> toolchain_expected{0};
   double interpreted_seconds = 0;  // its last reference run (the Lua thread's)
+  bool gave_up_waiting = false;    // a run waited for the build in vain (Lua thread)
 };
 
 double steady_seconds() {
@@ -373,7 +374,7 @@ class NativeExecutor final : public Executor {
           forget(graph.key);  // the next sync of this graph builds it again
           throw;
         }
-      } else {
+      } else if (!load_from_disk_now(*entry, graph.key, program)) {
         CompileThread::instance().submit(entry, graph.key, std::move(program), debug_level_,
                                          cache_);
       }
@@ -565,6 +566,20 @@ class NativeExecutor final : public Executor {
     }
   }
 
+  // A graph that an earlier process compiled is loaded here, at once (a
+  // read and a dlopen: milliseconds), so a later process runs native code
+  // from its first call; only a miss goes to the compile thread.
+  bool load_from_disk_now(CompiledProgram& entry, uint64_t key, const Program& program) {
+    const double start = steady_seconds();
+    if (identified_toolchain().identity.empty()) return false;
+    if (!load_from_disk(entry, key, program, *cache_)) return false;
+    entry.from_disk = true;
+    entry.compile_seconds = steady_seconds() - start;
+    entry.state = CompiledProgram::State::ready;
+    if (debug_level_ >= 2) print_plan(entry.plan, "from the disk cache: ");
+    return true;
+  }
+
   // The first run of a new graph runs on the reference interpreter while
   // the compile thread builds it. A later run waits for the build instead
   // when it should end sooner than that run would take interpreted: an
@@ -575,8 +590,11 @@ class NativeExecutor final : public Executor {
   // interpreted if the build is not done by then.
   void wait_if_shorter(CompiledProgram& entry) {
     const double started = entry.toolchain_started.load();
-    if (started <= 0) return;  // queued, or in passes and codegen: no estimate yet
-    const double remaining = entry.toolchain_expected.load() - (steady_seconds() - started);
+    // Not while queued or in passes and codegen (no estimate yet), nor
+    // after a wait for this build gave up.
+    if (started <= 0 || entry.gave_up_waiting) return;
+    const double remaining =
+        expected_remaining_seconds(entry.toolchain_expected.load(), steady_seconds() - started);
     if (!wait_for_build_is_shorter(remaining, entry.interpreted_seconds)) return;
     const double start = steady_seconds();
     const double give_up = start + longest_build_wait_seconds(entry.interpreted_seconds);
@@ -584,13 +602,13 @@ class NativeExecutor final : public Executor {
       check_interrupt();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    entry.gave_up_waiting = entry.state.load() == CompiledProgram::State::building;
     if (debug_level_ >= 1) {
       std::fprintf(stderr,
                    "[lazylua] waited %.1f ms for a graph's native code (expected in %.1f ms; "
                    "its interpreted run took %.1f ms)%s\n",
                    (steady_seconds() - start) * 1e3, remaining * 1e3,
-                   entry.interpreted_seconds * 1e3,
-                   entry.state.load() == CompiledProgram::State::building ? ": gave up" : "");
+                   entry.interpreted_seconds * 1e3, entry.gave_up_waiting ? ": gave up" : "");
     }
   }
 

@@ -122,7 +122,11 @@ TEST_F(SplitBuild, AnErrorInOnePartFailsTheBuildWithTheCompilersMessage) {
 
 TEST(BuildSchedule, WaitsOnlyWhenTheBuildEndsBeforeAnotherInterpretedRun) {
   EXPECT_TRUE(wait_for_build_is_shorter(0.1, 0.2));
-  EXPECT_TRUE(wait_for_build_is_shorter(-0.05, 0.2));  // overdue: about to end
+  // Within its estimate, a build has the rest of it left; past it, it is
+  // expected to run over by as much again.
+  EXPECT_DOUBLE_EQ(expected_remaining_seconds(1.0, 0.25), 0.75);
+  EXPECT_DOUBLE_EQ(expected_remaining_seconds(1.0, 1.5), 0.5);
+  EXPECT_DOUBLE_EQ(expected_remaining_seconds(1.0, 1.0), 0.0);
   EXPECT_FALSE(wait_for_build_is_shorter(0.3, 0.2));
   EXPECT_FALSE(wait_for_build_is_shorter(0.0, 0.0));  // no interpreted run to compare
   EXPECT_DOUBLE_EQ(longest_build_wait_seconds(0.2), 0.4);
