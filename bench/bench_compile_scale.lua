@@ -6,6 +6,7 @@
 --   chain:  x = x + 1, N times, then x:sum();
 --   step:   mark_step over N pending tensors t[i] = a * i;
 --   sum:    acc = acc + inputs[i] over N distinct inputs;
+--   distinct: N/10 reductions of distinct lengths (N/10 distinct kernels);
 -- each in a fresh process with an empty cache directory, with the seconds
 -- per 1000 nodes (flat when the growth is linear), the kernels run and the
 -- distinct C functions compiled.
@@ -48,7 +49,18 @@ function cases.sum(n)
   for i = 2, n do acc = acc + inputs[i] end
   return {acc}
 end
-local order = {"cat1d", "cat2d", "chain", "step", "sum"}
+-- N/10 reductions of distinct lengths: each its own C function (as the
+-- layers of a real model, of other shapes), so the C compiler's time
+-- follows the functions and a large file compiles as parallel parts.
+function cases.distinct(n)
+  local results = {}
+  for i = 1, n // 10 do
+    local x = tensor.arange(1, i + 8):float()
+    results[i] = (x * i + 1):tanh():sum()
+  end
+  return results
+end
+local order = {"cat1d", "cat2d", "chain", "step", "sum", "distinct"}
 
 -- Child mode: one measurement, "compile_seconds nodes kernels functions".
 if arg[1] == "--child" then

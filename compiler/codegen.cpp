@@ -10,6 +10,7 @@
 #include "compiler/codegen_c.h"
 #include "compiler/codegen_writer.h"
 #include "compiler/kernel_math_source.h"
+#include "compiler/toolchain.h"
 
 namespace lazylua::compiler {
 
@@ -450,6 +451,7 @@ void KernelWriter::finish(const std::string& body, int64_t iterations, int64_t g
   if (added) {
     plan_.function_count++;
     std::string& source = plan_.source;
+    source += kSourcePartMark;  // where the toolchain may cut the file (toolchain.h)
     source += fmt::format("\nLZK_INLINE int {}_run", name) + known->first;
     source += fmt::format("int {0}(char* const* buffers, int64_t begin, int64_t end) {{\n", name);
     source += fmt::format("  return {}_run({}begin, end);\n}}\n", name, casts);

@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "compiler/build_schedule.h"
 #include "compiler/disk_cache.h"
 #include "compiler/lower.h"
 #include "compiler/plan.h"
@@ -48,7 +49,17 @@ struct CompiledProgram {
   bool no_compiler = false;
   bool internal_error = false;  // failed for a bug in lazylua (an InternalError)
   std::string error;
+  // Set by the compile thread when the C compiler starts: when (steady
+  // seconds, 0 = not yet) and how long it should take (build_schedule.h).
+  std::atomic<double> toolchain_started{0};
+  std::atomic<double> toolchain_expected{0};
+  double interpreted_seconds = 0;  // its last reference run (the Lua thread's)
+  bool gave_up_waiting = false;    // a run waited for the build in vain (Lua thread)
 };
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // LAZYLUA_DEBUG=2: each plan's summary, and its scan bodies' indented.
 void print_plan(const Plan& plan, const std::string& indent) {
@@ -211,9 +222,14 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
                                         serialize_plan(program, entry.program, entry.plan)};
       if (source_ready) source_ready(detached);
       if (!toolchain().works) return no_compiler(toolchain());
+      const double expected = expected_toolchain_seconds(entry.plan.source, thread_count());
+      entry.toolchain_expected = expected;
+      entry.toolchain_started = steady_seconds();
       std::string error;
       entry.library =
           cache.build(key, entry.plan.source, entry.plan.summary, &error, detached.payload);
+      if (entry.library)
+        record_toolchain_seconds(expected, steady_seconds() - entry.toolchain_started);
       // A compiler killed for an interrupt failed for no fault of the graph.
       if (!entry.library) check_interrupt();
       if (!entry.library) throw Error("the C compiler failed: " + error);
@@ -358,16 +374,21 @@ class NativeExecutor final : public Executor {
           forget(graph.key);  // the next sync of this graph builds it again
           throw;
         }
-      } else {
+      } else if (!load_from_disk_now(*entry, graph.key, program)) {
         CompileThread::instance().submit(entry, graph.key, std::move(program), debug_level_,
                                          cache_);
       }
     } else {
       metrics.memory_cache_hits++;
     }
+    if (entry->state.load() == CompiledProgram::State::building) wait_if_shorter(*entry);
     switch (entry->state.load()) {
-      case CompiledProgram::State::building:
-        return reference_->run(graph, metrics);
+      case CompiledProgram::State::building: {
+        const double start = steady_seconds();
+        std::vector<Array> outputs = reference_->run(graph, metrics);
+        entry->interpreted_seconds = steady_seconds() - start;
+        return outputs;
+      }
       case CompiledProgram::State::failed:
         if (entry->internal_error) throw InternalError("compiling a graph: " + entry->error);
         if (entry->no_compiler) {
@@ -584,6 +605,52 @@ class NativeExecutor final : public Executor {
       const int k = step.parts[p];
       slots[step.slots[inputs_count + 1 + p]] = scan_output_view(
           packed, body.output_dtypes[k], body.output_shapes[k], body.output_offsets[k]);
+    }
+  }
+
+  // A graph that an earlier process compiled is loaded here, at once (a
+  // read and a dlopen: milliseconds), so a later process runs native code
+  // from its first call; only a miss goes to the compile thread.
+  bool load_from_disk_now(CompiledProgram& entry, uint64_t key, const Program& program) {
+    const double start = steady_seconds();
+    if (identified_toolchain().identity.empty()) return false;
+    if (!load_from_disk(entry, key, program, *cache_)) return false;
+    entry.from_disk = true;
+    entry.compile_seconds = steady_seconds() - start;
+    entry.state = CompiledProgram::State::ready;
+    if (debug_level_ >= 2) print_plan(entry.plan, "from the disk cache: ");
+    return true;
+  }
+
+  // The first run of a new graph runs on the reference interpreter while
+  // the compile thread builds it. A later run waits for the build instead
+  // when it should end sooner than that run would take interpreted: an
+  // imported model's third call then runs native code once its compile is
+  // near its end, rather than being interpreted once more while the
+  // interpreter's threads slow the compiler down. The wait is bounded
+  // (the estimate may be wrong) and interruptible; the graph runs
+  // interpreted if the build is not done by then.
+  void wait_if_shorter(CompiledProgram& entry) {
+    const double started = entry.toolchain_started.load();
+    // Not while queued or in passes and codegen (no estimate yet), nor
+    // after a wait for this build gave up.
+    if (started <= 0 || entry.gave_up_waiting) return;
+    const double remaining =
+        expected_remaining_seconds(entry.toolchain_expected.load(), steady_seconds() - started);
+    if (!wait_for_build_is_shorter(remaining, entry.interpreted_seconds)) return;
+    const double start = steady_seconds();
+    const double give_up = start + longest_build_wait_seconds(entry.interpreted_seconds);
+    while (entry.state.load() == CompiledProgram::State::building && steady_seconds() < give_up) {
+      check_interrupt();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    entry.gave_up_waiting = entry.state.load() == CompiledProgram::State::building;
+    if (debug_level_ >= 1) {
+      std::fprintf(stderr,
+                   "[lazylua] waited %.1f ms for a graph's native code (expected in %.1f ms; "
+                   "its interpreted run took %.1f ms)%s\n",
+                   (steady_seconds() - start) * 1e3, remaining * 1e3,
+                   entry.interpreted_seconds * 1e3, entry.gave_up_waiting ? ": gave up" : "");
     }
   }
 

@@ -25,12 +25,16 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <string_view>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 
 #include <fmt/format.h>
 
 #include "compiler/disk_cache.h"
 #include "tensor/interrupt.h"
+#include "tensor/thread_pool.h"
 
 extern char** environ;
 
@@ -565,32 +569,166 @@ std::shared_ptr<Library> load(const std::string& so_path, std::string* error) {
 
 // --- Building -------------------------------------------------------------------
 
+namespace {
+
+// Below this many kernels per part, a part's common text (~0.2 s of CPU
+// for the includes and kernel math) costs more than its share of the
+// kernels saves: a kernel costs ~25 ms at -O2 (resnet18's 36 took 0.9 s).
+constexpr size_t kMinimumKernelsPerPart = 8;
+
+// One run of the compiler: `source_path` to a shared object, or with
+// object_only to an object file for a later link.
+bool compile_one(const Toolchain& tool, const std::string& source_path,
+                 const std::string& output_path, bool object_only, std::string* error) {
+  std::vector<std::string> argv = tool.command;
+  argv.insert(argv.end(), tool.flags.begin(), tool.flags.end());
+  if (object_only) argv.push_back("-c");
+  // "-x c -": the source comes on stdin, so its file name does not end up
+  // in the object (GCC records it in the symbol table).
+  for (const char* word : {"-x", "c", "-", "-o"}) argv.push_back(word);
+  argv.push_back(output_path);
+  if (!object_only) argv.push_back("-lm");
+  // LAZYLUA_DEBUG=3 shows the generated C (native_executor.cpp) and how
+  // it is compiled, so a user can rerun the command by hand.
+  static const int debug_level = [] {
+    const char* level = std::getenv("LAZYLUA_DEBUG");
+    return level ? std::atoi(level) : 0;
+  }();
+  if (debug_level >= 3) {
+    std::string line = "[lazylua] compile:";
+    for (const std::string& word : argv) line += " " + word;
+    std::fprintf(stderr, "%s < %s\n", line.c_str(), source_path.c_str());
+  }
+  ProcessOutcome outcome = run_process(argv, source_path);
+  if (outcome.succeeded) return true;
+  *error = outcome.failure;
+  if (!outcome.output.empty()) *error += ":\n" + outcome.output;
+  return false;
+}
+
+// The parts of a split source: each compiled to an object at once (part 0
+// on this thread, the others on threads that carry this thread's interrupt
+// flag, so an interrupt stops every compiler), then linked into output_path.
+// The part files sit next to source_path and output_path (temporaries,
+// removed here whatever happens).
+bool compile_parts(const Toolchain& tool, const std::vector<std::string>& parts,
+                   const std::string& source_path, const std::string& output_path,
+                   std::string* error) {
+  const size_t count = parts.size();
+  std::vector<std::string> sources(count), objects(count), errors(count);
+  std::vector<char> compiled(count, 0);
+  for (size_t k = 0; k < count; k++) {
+    sources[k] = fmt::format("{}.part{}.c", source_path, k);
+    objects[k] = fmt::format("{}.part{}.o", output_path, k);
+  }
+  auto remove_parts = [&] {
+    for (size_t k = 0; k < count; k++) {
+      unlink(sources[k].c_str());
+      unlink(objects[k].c_str());
+    }
+  };
+  bool written = true;
+  for (size_t k = 0; k < count && written; k++) {
+    written = write_new_file(sources[k], parts[k], error);
+  }
+  if (!written) {
+    remove_parts();
+    return false;
+  }
+  const InterruptFlag* flag = current_interrupt_flag();
+  auto compile_part = [&](size_t k) noexcept {
+    try {
+      InterruptScope scope(flag);
+      compiled[k] = compile_one(tool, sources[k], objects[k], true, &errors[k]);
+    } catch (const std::exception& exception) {
+      errors[k] = exception.what();
+    }
+  };
+  std::vector<std::thread> helpers;
+  try {
+    for (size_t k = 1; k < count; k++) helpers.emplace_back(compile_part, k);
+  } catch (const std::system_error&) {  // no thread: the rest compile here, one by one
+    for (size_t k = helpers.size() + 1; k < count; k++) compile_part(k);
+  }
+  compile_part(0);
+  for (std::thread& helper : helpers) helper.join();
+  for (size_t k = 0; k < count; k++) {
+    if (!compiled[k]) {
+      *error = errors[k];
+      remove_parts();
+      return false;
+    }
+  }
+  std::vector<std::string> argv = tool.command;
+  argv.insert(argv.end(), tool.flags.begin(), tool.flags.end());
+  argv.insert(argv.end(), objects.begin(), objects.end());
+  for (const std::string& word : {std::string("-o"), output_path, std::string("-lm")}) {
+    argv.push_back(word);
+  }
+  ProcessOutcome outcome = run_process(argv, "");
+  remove_parts();
+  if (outcome.succeeded) return true;
+  *error = outcome.failure;
+  if (!outcome.output.empty()) *error += ":\n" + outcome.output;
+  return false;
+}
+
+}  // namespace
+
+namespace {
+
+// Where each kernel's text starts in a generated source.
+std::vector<size_t> kernel_starts(const std::string& source) {
+  const std::string_view mark(kSourcePartMark);
+  std::vector<size_t> starts;
+  for (size_t at = source.find(mark); at != std::string::npos;
+       at = source.find(mark, at + mark.size())) {
+    starts.push_back(at);
+  }
+  return starts;
+}
+
+size_t part_count(size_t kernels, int parallelism) {
+  return std::max<size_t>(
+      1, std::min<size_t>(std::max(parallelism, 1), kernels / kMinimumKernelsPerPart));
+}
+
+}  // namespace
+
+size_t split_source_part_count(const std::string& source, int parallelism) {
+  return part_count(kernel_starts(source).size(), parallelism);
+}
+
+std::vector<std::string> split_source(const std::string& source, int parallelism) {
+  const std::vector<size_t> starts = kernel_starts(source);
+  const size_t wanted = part_count(starts.size(), parallelism);
+  if (wanted <= 1) return {source};
+  const std::string common = source.substr(0, starts[0]);
+  const size_t kernel_bytes = source.size() - starts[0];
+  std::vector<std::string> parts;
+  size_t begin = starts[0];
+  for (size_t p = 0; p < wanted && begin < source.size(); p++) {
+    size_t end = source.size();
+    if (p + 1 < wanted) {
+      // The first kernel that starts past this part's share of the bytes.
+      const size_t target = std::max(starts[0] + kernel_bytes * (p + 1) / wanted, begin + 1);
+      const auto next = std::lower_bound(starts.begin(), starts.end(), target);
+      if (next != starts.end()) end = *next;
+    }
+    parts.push_back(common + source.substr(begin, end - begin));
+    begin = end;
+  }
+  return parts;
+}
+
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
                            const std::string& output_path, std::string* error) {
   try {
-    std::vector<std::string> argv = tool.command;
-    argv.insert(argv.end(), tool.flags.begin(), tool.flags.end());
-    // "-x c -": the source comes on stdin, so its file name does not end up
-    // in the object (GCC records it in the symbol table).
-    for (const char* word : {"-x", "c", "-", "-o"}) argv.push_back(word);
-    argv.push_back(output_path);
-    argv.push_back("-lm");
-    // LAZYLUA_DEBUG=3 shows the generated C (native_executor.cpp) and how
-    // it is compiled, so a user can rerun the command by hand.
-    static const int debug_level = [] {
-      const char* level = std::getenv("LAZYLUA_DEBUG");
-      return level ? std::atoi(level) : 0;
-    }();
-    if (debug_level >= 3) {
-      std::string line = "[lazylua] compile:";
-      for (const std::string& word : argv) line += " " + word;
-      std::fprintf(stderr, "%s < %s\n", line.c_str(), source_path.c_str());
-    }
-    ProcessOutcome outcome = run_process(argv, source_path);
-    if (outcome.succeeded) return true;
-    *error = outcome.failure;
-    if (!outcome.output.empty()) *error += ":\n" + outcome.output;
-    return false;
+    std::string source, ignored;
+    std::vector<std::string> parts;
+    if (read_file(source_path, &source, &ignored)) parts = split_source(source, thread_count());
+    if (parts.size() > 1) return compile_parts(tool, parts, source_path, output_path, error);
+    return compile_one(tool, source_path, output_path, false, error);
   } catch (const std::exception& exception) {
     *error = exception.what();
     return false;
