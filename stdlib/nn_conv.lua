@@ -5,6 +5,7 @@
 local tensor = require "tensor"
 local options_check = require("lazylua.options").check
 local options_refuse_unsupported = require("lazylua.options").refuse_unsupported
+local options_show = require("lazylua.options").show
 
 return function(nn)
   local function pair(value, what)
@@ -97,12 +98,7 @@ return function(nn)
       if math.type(list[i]) ~= "integer" or list[i] < least then list = nil; break end
     end
     if not list then
-      local shown = tostring(value)
-      if type(value) == "table" then
-        local parts = {}
-        for i, part in ipairs(value) do parts[i] = tostring(part) end
-        shown = "{" .. table.concat(parts, ", ") .. "}"
-      end
+      local shown = options_show(value)
       error(string.format("nn.%s: %s must be an integer >= %d or a list of %d of them, got %s", class_name, what,
         least, d, shown), level)
     end

@@ -55,6 +55,14 @@ function options.check(function_name, opts, known, level)
   return opts or {}
 end
 
+-- An option's value as an error message shows it: a list as {1, 2}.
+function options.show(value)
+  if type(value) ~= "table" then return tostring(value) end
+  local parts = {}
+  for i, part in ipairs(value) do parts[i] = tostring(part) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
 -- An option that waits for other work: refused by name unless it holds
 -- its default ("nn.Conv2d: option 'groups' = 4 is not supported yet"). A
 -- number's default also matches the pair {default, default} (dilation =
@@ -66,13 +74,8 @@ function options.refuse_unsupported(function_name, opts, key, default, level)
       value[2] == default then
     return
   end
-  local shown = tostring(value)
-  if type(value) == "table" then
-    local parts = {}
-    for i, part in ipairs(value) do parts[i] = tostring(part) end
-    shown = "{" .. table.concat(parts, ", ") .. "}"
-  end
-  error(string.format("%s: option '%s' = %s is not supported yet", function_name, key, shown), (level or 2) + 1)
+  error(string.format("%s: option '%s' = %s is not supported yet", function_name, key, options.show(value)),
+    (level or 2) + 1)
 end
 
 return options
