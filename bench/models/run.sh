@@ -16,7 +16,13 @@
 # (seconds a run may take, default 900), MEMORY_LIMIT_MB (address space of each run,
 # default 16000: a run that would take the machine down fails with its error instead).
 # The files and the raw results (work/results-*.jsonl) go to bench/models/work/.
+#
+# OPENBLAS_CORETYPE is unset for every run: each program then runs the OpenBLAS kernels it
+# picks for this CPU (lazylua chooses its core itself, `lazylua -v` names it), not a core
+# some shell profile forced on all of them. Set BENCH_OPENBLAS_CORETYPE to force one.
 set -uo pipefail
+unset OPENBLAS_CORETYPE
+if [ -n "${BENCH_OPENBLAS_CORETYPE:-}" ]; then export OPENBLAS_CORETYPE=$BENCH_OPENBLAS_CORETYPE; fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 LAZYLUA=${LAZYLUA:-$ROOT/build/lazylua}
@@ -132,3 +138,4 @@ echo "run.sh: raw results in $RESULTS" >&2
 "$PYTHON" "$HERE/report.py" "$RESULTS"
 echo "$(nproc) cores; load average $load_at_start at the start, $(cut -d' ' -f1-3 /proc/loadavg)" \
   "at the end; $(( $(date +%s) - started )) s; BUDGET=$BUDGET OPSETS='$OPSETS' BATCHES='$BATCHES'"
+echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); lazylua's$("$LAZYLUA" -v | sed -n 's/^tensors:/ tensors:/p')"
