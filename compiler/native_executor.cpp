@@ -54,6 +54,7 @@ struct CompiledProgram {
   std::atomic<double> toolchain_started{0};
   std::atomic<double> toolchain_expected{0};
   double interpreted_seconds = 0;  // its last reference run (the Lua thread's)
+  int interpreted_runs = 0;        // its reference runs while building (Lua thread)
   bool gave_up_waiting = false;    // a run waited for the build in vain (Lua thread)
 };
 
@@ -387,6 +388,7 @@ class NativeExecutor final : public Executor {
         const double start = steady_seconds();
         std::vector<Array> outputs = reference_->run(graph, metrics);
         entry->interpreted_seconds = steady_seconds() - start;
+        entry->interpreted_runs++;
         return outputs;
       }
       case CompiledProgram::State::failed:
@@ -623,14 +625,15 @@ class NativeExecutor final : public Executor {
   }
 
   // The first run of a new graph runs on the reference interpreter while
-  // the compile thread builds it. A later run waits for the build instead
-  // when it should end sooner than that run would take interpreted: an
-  // imported model's third call then runs native code once its compile is
-  // near its end, rather than being interpreted once more while the
-  // interpreter's threads slow the compiler down. The wait is bounded
-  // (the estimate may be wrong) and interruptible; the graph runs
-  // interpreted if the build is not done by then.
+  // the compile thread builds it. The second waits for the build instead
+  // when it should end sooner than that run would take interpreted (a
+  // bounded wait: the estimate may be wrong), rather than being
+  // interpreted once more while the interpreter's threads slow the compiler
+  // down. The third waits for the build to end (build_schedule.h,
+  // kInterpretedRunsBeforeWaiting): an imported model's third call runs
+  // native code. Every wait is interruptible.
   void wait_if_shorter(CompiledProgram& entry) {
+    if (entry.interpreted_runs >= kInterpretedRunsBeforeWaiting) return wait_for_build(entry);
     const double started = entry.toolchain_started.load();
     // Not while queued or in passes and codegen (no estimate yet), nor
     // after a wait for this build gave up.
@@ -651,6 +654,20 @@ class NativeExecutor final : public Executor {
                    "its interpreted run took %.1f ms)%s\n",
                    (steady_seconds() - start) * 1e3, remaining * 1e3,
                    entry.interpreted_seconds * 1e3, entry.gave_up_waiting ? ": gave up" : "");
+    }
+  }
+
+  void wait_for_build(CompiledProgram& entry) {
+    const double start = steady_seconds();
+    while (entry.state.load() == CompiledProgram::State::building) {
+      check_interrupt();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (debug_level_ >= 1) {
+      std::fprintf(stderr,
+                   "[lazylua] waited %.1f ms for a graph's native code (after %d interpreted "
+                   "runs)\n",
+                   (steady_seconds() - start) * 1e3, entry.interpreted_runs);
     }
   }
 
