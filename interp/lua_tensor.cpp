@@ -361,6 +361,10 @@ SourceLocation lua_location(void* user) {
     last_source = info.source;
     last_context = context;
     last_chunk = context->intern(info.short_src);
+    // "@path": a file (tensor.graph gives it in full: onnx_export.lua).
+    if (info.source[0] == '@' && !is_stdlib_source(info.source)) {
+      context->note_chunk_file(last_chunk, info.source + 1);
+    }
   }
   return {last_chunk, info.currentline};
 }

@@ -71,6 +71,10 @@ void push_node(lua_State* L, const Graph& graph, int position) {
   set_string(L, "chunk", node.location.chunk);
   set_integer(L, "line", node.location.line);
   set_string(L, "location", location_string(node.location).c_str());
+  if (const char* file =
+          node.location.chunk ? tensor_context(L)->chunk_file(node.location.chunk) : nullptr) {
+    set_string(L, "file", file);
+  }
   // The node's identity: equal in two graphs that share the node (a
   // tensor's pending value and a later graph that reads it).
   set_integer(L, "id", static_cast<int64_t>(reinterpret_cast<intptr_t>(&node)));

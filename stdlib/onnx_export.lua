@@ -8,7 +8,9 @@
 -- outputs "output", "output_1", ...; a module's parameters are initializers
 -- named as model:named_parameters() names them ("0.weight"); other data and
 -- Lua numbers become initializers too. Each node's doc_string is the Lua
--- line that recorded it ("train.lua:12").
+-- line that recorded it, its file named relative to the folder of the script
+-- that called onnx.export ("train.lua:12", "models/net.lua:30"): a file
+-- shared with others carries no path of the machine it was made on.
 local native = require "stdlib.native"
 local options_problem = require("lazylua.options").problem
 local tensor = require "tensor"
@@ -56,11 +58,70 @@ function Exporter:constant(prefix, values, dtype)
   return self:initializer(self:fresh(prefix), t)
 end
 
+-- A path's parts, "." dropped and "x/.." folded; an absolute path's first
+-- part is "".
+local function path_parts(path)
+  local parts = {}
+  if path:sub(1, 1) == "/" then parts[1] = "" end
+  for part in path:gmatch("[^/]+") do
+    local last = parts[#parts]
+    if part == ".." and last and last ~= ".." and last ~= "" then
+      parts[#parts] = nil
+    elseif part ~= "." then
+      parts[#parts + 1] = part
+    end
+  end
+  return parts
+end
+
+local function absolute_path(path)
+  if path:sub(1, 1) == "/" then return path end
+  local cwd = os.getenv("PWD")
+  return cwd and cwd:sub(1, 1) == "/" and (cwd .. "/" .. path) or nil
+end
+
+-- `file` relative to `folder` ("models/net.lua", "../lib/x.lua"); the
+-- file's base name when only one is absolute and the other cannot be made so.
+function M.relative_path(file, folder)
+  if (file:sub(1, 1) == "/") ~= (folder:sub(1, 1) == "/") then
+    local absolute_file, absolute_folder = absolute_path(file), absolute_path(folder)
+    if not (absolute_file and absolute_folder) then return file:match("[^/]*$") end
+    file, folder = absolute_file, absolute_folder
+  end
+  local f, d = path_parts(file), path_parts(folder)
+  local common = 0
+  while common < #d and common < #f - 1 and f[common + 1] == d[common + 1] do common = common + 1 end
+  local parts = {}
+  for _ = common + 1, #d do parts[#parts + 1] = ".." end
+  for k = common + 1, #f do parts[#parts + 1] = f[k] end
+  return table.concat(parts, "/")
+end
+
+-- The folder of the nearest calling Lua file outside lazylua's own library
+-- ("." for a file named without one), or nil (a string chunk, the REPL).
+local function calling_script_folder()
+  for level = 2, 64 do
+    local info = debug.getinfo(level, "S")
+    if not info then return nil end
+    local source = info.source
+    if source:sub(1, 1) == "@" and source:sub(1, 8) ~= "@stdlib/" then
+      return source:sub(2):match("^(.*)/[^/]*$") or "."
+    end
+  end
+end
+
+-- A node's doc_string: where it was recorded, a file relative to the
+-- exporting script's folder.
+function Exporter:doc_string(node)
+  if not (node.file and self.script_folder) then return node.location end
+  return M.relative_path(node.file, self.script_folder) .. ":" .. node.line
+end
+
 -- Appends an ONNX node for IR node `node`; returns its (first) output name.
 function Exporter:emit(node, op_type, inputs, attributes, output)
   output = output or self:fresh(op_type)
   local entry = {op_type = op_type, domain = "", name = self:fresh("n" .. op_type), inputs = inputs,
-    outputs = {output}, attributes = attributes or {}, doc_string = node.location}
+    outputs = {output}, attributes = attributes or {}, doc_string = self:doc_string(node)}
   self.graph.nodes[#self.graph.nodes + 1] = entry
   return output
 end
@@ -570,7 +631,7 @@ function Exporter:emit_multi(node, op_type, inputs, attributes, count)
   local outputs = {}
   for k = 1, count do outputs[k] = self:fresh(op_type .. "_out") end
   self.graph.nodes[#self.graph.nodes + 1] = {op_type = op_type, domain = "", name = self:fresh("n" .. op_type),
-    inputs = inputs, outputs = outputs, attributes = attributes, doc_string = node.location}
+    inputs = inputs, outputs = outputs, attributes = attributes, doc_string = self:doc_string(node)}
   return table.unpack(outputs)
 end
 
@@ -763,7 +824,8 @@ function M.export(fn_or_module, example_inputs, path, opts)
     nodes = traced.nodes, names = {}, batched = {}, counter = 0, data_count = 0,
     input_of_id = {}, dynamic = opts.dynamic_batch == true, opset = opset,
     param_keys = {}, param_storage = {}, param_used = {},
-    named = named, position_of_id = {}, rnn_of_id = {}, rnn_prefix = {}, rnn_done = {}, rnn_count = 0,
+    named = named, script_folder = calling_script_folder(), position_of_id = {},
+    rnn_of_id = {}, rnn_prefix = {}, rnn_done = {}, rnn_count = 0,
     graph = {name = opts.graph_name or "main_graph", doc_string = "", nodes = {}, initializers = {},
       inputs = {}, outputs = {}, value_info = {}},
   }, Exporter)

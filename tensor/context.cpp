@@ -74,6 +74,15 @@ const char* Context::intern(const std::string& chunk) {
   return chunk_names_.insert(chunk).first->c_str();
 }
 
+void Context::note_chunk_file(const char* chunk, const std::string& file) {
+  chunk_files_.emplace(chunk, file);
+}
+
+const char* Context::chunk_file(const char* chunk) const {
+  const auto found = chunk_files_.find(chunk);
+  return found == chunk_files_.end() ? nullptr : found->second.c_str();
+}
+
 void Context::add_live(TensorImpl* tensor) {
   tensor->previous_live = live_last_;
   tensor->next_live = nullptr;

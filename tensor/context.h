@@ -172,6 +172,11 @@ class Context : public RefCounted {
   // Interned chunk names and labels for SourceLocation (kept for the
   // process's life: nodes and cached diagnostics point at them).
   const char* intern(const std::string& chunk);
+  // The file an interned chunk name was read from, in full (a chunk name is
+  // Lua's short_src, cut to 60 characters), or null when it came from no
+  // file (a string, a label). The first file noted for a name is kept.
+  void note_chunk_file(const char* chunk, const std::string& file);
+  const char* chunk_file(const char* chunk) const;
 
   // Syncs the pending values of these tensors (views: of their bases).
   void sync(const std::vector<TensorImpl*>& tensors, SyncCause cause);
@@ -207,6 +212,7 @@ class Context : public RefCounted {
   TensorImpl* live_last_ = nullptr;
   uint64_t epoch_ = 0;
   std::unordered_set<std::string> chunk_names_;
+  std::unordered_map<const char*, std::string> chunk_files_;
 };
 
 // Text and Graphviz forms of a graph (DESIGN.md §4).

@@ -115,7 +115,8 @@ h.test("the Fashion-MNIST MLP exports, passes libonnx and re-imports", function(
   local ops = {}
   for _, node in ipairs(m.graph.nodes) do
     ops[#ops + 1] = node.op_type
-    assert(node.doc_string:match("test_onnx_export%.lua:%d+$"), node.doc_string)
+    -- the script's own folder: no path before the file name
+    assert(node.doc_string:match("^test_onnx_export%.lua:%d+$"), node.doc_string)
   end
   same_strings(ops, {"Transpose", "MatMul", "Add", "Relu", "Transpose", "MatMul", "Add", "Relu", "Transpose",
     "MatMul", "Add", "Identity"})
@@ -303,6 +304,42 @@ h.test("an op with no ONNX form is an error naming it and its line", function()
   end, "dynamic_batch", "batch of 2 or more")
   assert(not tensor.is_eager() == (os.getenv("LAZYLUA_EAGER") ~= "1"), "eager mode restored")
   os.remove(path)
+  h.still_works()
+end)
+
+h.test("doc_strings name files relative to the exporting script's folder", function()
+  local relative = require("lazylua.onnx_export").relative_path
+  h.eq(relative("train.lua", "."), "train.lua")
+  h.eq(relative("./a/b/models/net.lua", "a/b"), "models/net.lua")
+  h.eq(relative("a/lib/x.lua", "a/b"), "../lib/x.lua")
+  h.eq(relative("/home/u/p/models/../net.lua", "/home/u/p"), "net.lua")
+  h.eq(relative("/srv/x.lua", "/home/u/p"), "../../../srv/x.lua")
+  -- a script in a folder of its own, exporting a function defined in a module of a subfolder
+  local folder = tmp .. "_doc"
+  assert(os.execute("mkdir -p '" .. folder .. "/models'"))
+  local function write(path, text)
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+  end
+  write(folder .. "/models/net.lua", "return function(x)\n  return (x * 2):relu()\nend\n")
+  write(folder .. "/script.lua", table.concat({
+    "local module_path, out = ...",
+    "local net = dofile(module_path)",
+    "require('onnx').export(net, tensor.rand(2, 3), out)",
+  }, "\n"))
+  local path = temp_path("doc_strings")
+  assert(loadfile(folder .. "/script.lua"))(folder .. "/models/net.lua", path)
+  local m = decode(path)
+  local docs = {}
+  for _, node in ipairs(m.graph.nodes) do docs[#docs + 1] = node.doc_string end
+  assert(#docs >= 2, #docs)  -- Mul, Relu, ...
+  for _, doc in ipairs(docs) do h.eq(doc, "models/net.lua:2") end
+  os.remove(path)
+  os.remove(folder .. "/script.lua")
+  os.remove(folder .. "/models/net.lua")
+  os.remove(folder .. "/models")
+  os.remove(folder)
   h.still_works()
 end)
 
