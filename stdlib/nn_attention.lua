@@ -72,11 +72,13 @@ return function(nn)
     end
     options = options_check("nn.MultiheadAttention:forward", options,
       {attn_mask = true, key_padding_mask = true, need_weights = true, average_attn_weights = true}, 2)
-    if self.batch_first then
-      query, key, value = query:transpose(1, 2), key:transpose(1, 2), value:transpose(1, 2)
-    end
-    local len, batch, source = query:size(1), query:size(2), key:size(1)
-    if key:size(2) ~= batch or value:size(2) ~= batch or value:size(1) ~= source then
+    -- Batch-first inputs keep the batch in dim 1 throughout (no transposes
+    -- of the inputs and the output), so an export with a dynamic batch can
+    -- follow it (stdlib/onnx_export.lua).
+    local first = self.batch_first
+    local length_dim, batch_dim = first and 2 or 1, first and 1 or 2
+    local len, batch, source = query:size(length_dim), query:size(batch_dim), key:size(length_dim)
+    if key:size(batch_dim) ~= batch or value:size(batch_dim) ~= batch or value:size(length_dim) ~= source then
       error(string.format("%s: query %s, key %s and value %s do not agree in batch or length", name,
         shape_text(query), shape_text(key), shape_text(value)), 2)
     end
@@ -84,6 +86,7 @@ return function(nn)
     local function project(x, part, length)
       local y = x:matmul(self.in_proj_weight:narrow(1, (part - 1) * embed + 1, embed):t())
       if self.in_proj_bias then y = y + self.in_proj_bias:narrow(1, (part - 1) * embed + 1, embed) end
+      if first then return y:reshape(batch, length, heads, head_dim):permute(1, 3, 2, 4) end
       return y:reshape(length, batch, heads, head_dim):permute(2, 3, 1, 4)  -- [N, H, len, hd]
     end
     local q = project(query, 1, len) * (1 / math.sqrt(head_dim))
@@ -115,9 +118,13 @@ return function(nn)
       local keep = tensor.rand(weights:size(), {dtype = weights:dtype()}):ge(self.dropout)
       attended = weights * keep:to(weights:dtype()) * (1 / (1 - self.dropout))
     end
-    local out = attended:matmul(v):permute(3, 1, 2, 4):reshape(len, batch, embed)
+    local out = attended:matmul(v)  -- [N, H, L, hd]
+    if first then
+      out = out:permute(1, 3, 2, 4):reshape(batch, len, embed)
+    else
+      out = out:permute(3, 1, 2, 4):reshape(len, batch, embed)
+    end
     out = self.out_proj(out)
-    if self.batch_first then out = out:transpose(1, 2) end
     if options.need_weights == false then return out, nil end
     if options.average_attn_weights ~= false then weights = weights:mean(2) end
     return out, weights

@@ -283,11 +283,14 @@ function Exporter:index_input(i, k)
 end
 
 -- The shape `node` has, for a Reshape or Expand target: dim 1 is 0 (copy
--- the input's) or 1 (keep it) when it is the dynamic batch dim.
+-- the input's) or 1 (keep it) when it is the dynamic batch dim, and -1
+-- (what the rest leaves) when a reshape changes the batch's factor.
 function Exporter:target_shape(i, node, batch_extent)
   local shape = {}
   for d, extent in ipairs(node.shape) do shape[d] = extent end
-  if self.batched[i] then shape[1] = batch_extent end
+  if self.batched[i] then
+    shape[1] = self.batched[i] == self.batched[node.inputs[1]] and batch_extent or -1
+  end
   return self:constant("shape", shape)
 end
 
@@ -438,40 +441,56 @@ end
 local keeps_batch = {unary = true, binary = true, where = true, cast = true, clamp = true,
   matmul = true, conv = true, conv_grad_input = true, max_pool2d = true}
 
--- Whether node i's dim 1 is the dynamic batch dim (false when no input
--- has it). An op that would bake the batch extent into the model, or move
--- the batch dim elsewhere, is an error.
+-- Whether node i's dim 1 is the dynamic batch dim: false when no input
+-- has it, else the factor of the batch in dim 1 (a value's dim 1 is B * factor,
+-- batch-major: 1 for a [B, ...] value, T when a reshape flattened [B, T] into
+-- [B*T], as nn.Embedding does). An op that would bake the batch extent into
+-- the model, or move the batch dim elsewhere, is an error.
 function Exporter:mark_batch(i, node)
   local any_batched = false
   for _, position in ipairs(node.inputs) do any_batched = any_batched or self.batched[position] end
   if not any_batched then return false end
   local first = node.inputs[1]
-  local input_batched = self.batched[first]
-  local same_leading = node.shape[1] == self.batch and #node.shape > 0
+  local factor = self.batched[first]
+  local same_leading = factor and #node.shape > 0 and node.shape[1] == self.nodes[first].shape[1]
   local op, attrs = node.op, node.attrs
   if keeps_batch[op] then
     if op == "binary" or op == "where" then
       -- broadcasting: batched when every batched operand has the output's
-      -- rank (its dim 1 is the output's dim 1)
-      local aligned = true
+      -- rank (its dim 1 is the output's dim 1) and the same factor
+      local common = nil
       for _, position in ipairs(node.inputs) do
-        if self.batched[position] and #self.nodes[position].shape ~= #node.shape then aligned = false end
+        local f = self.batched[position]
+        if f and #self.nodes[position].shape ~= #node.shape then common = false break end
+        if f then
+          if common ~= nil and common ~= f then common = false break end
+          common = f
+        end
       end
-      if aligned then return true end
+      if common then return common end
     end
-    if input_batched and same_leading then return true end
+    if same_leading then return factor end
   elseif op == "reduce" or op == "arg_reduce" or op == "softmax" or op == "cumsum" or op == "slice"
       or op == "select" or op == "cat" or op == "permute" or op == "index_select" then
     local dim = attrs[1]
+    local index_factor = op == "index_select" and self.batched[node.inputs[2]]
     if op == "permute" then
-      if attrs[1] == 0 then return input_batched end
-    elseif dim > 0 and input_batched and same_leading then
-      return true
+      if attrs[1] == 0 then return factor end
+    elseif index_factor then
+      -- rows picked by a batched index: the index's batch (its dim 1)
+      if dim == 0 and not factor then return index_factor end
+    elseif dim > 0 and same_leading then
+      return factor
     elseif op == "softmax" or op == "cumsum" or (op == "cat" and dim ~= 0) then
-      return input_batched
+      return factor
     end
-  elseif op == "reshape" or op == "expand" then
-    if input_batched and same_leading and #self.nodes[first].shape > 0 then return true end
+  elseif op == "expand" then
+    if same_leading then return factor end
+  elseif op == "reshape" then
+    -- Row-major order keeps the batch outermost: any dim 1 that is a whole
+    -- number of batches is the batch times a factor.
+    local extent = node.shape[1]
+    if factor and extent and extent > 0 and extent % self.batch == 0 then return extent // self.batch end
   end
   self:fail(node, "dynamic_batch: this op mixes the batch dim (dim 1, extent %d) into others; " ..
     "export with a static batch", self.batch)
@@ -540,7 +559,7 @@ end
 local function value_info(name, dtype, shape, batched)
   local dims = {}
   for d, extent in ipairs(shape) do dims[d] = extent end
-  if batched then dims[1] = "batch" end
+  if batched then dims[1] = batched == 1 and "batch" or ("batch*" .. batched) end
   return {name = name, elem_type = dtype, shape = dims}
 end
 
@@ -549,7 +568,7 @@ end
 function Exporter:translate(i, node)
   if self.input_of_id[node.id] then
     self.names[i] = self.input_of_id[node.id]
-    self.batched[i] = self.dynamic
+    self.batched[i] = self.dynamic and 1
   elseif node.kind then
     self.names[i] = self:leaf(i, node)
     self.batched[i] = false
@@ -846,7 +865,7 @@ function M.export(fn_or_module, example_inputs, path, opts)
           self.batch)
       end
     end
-    self.graph.inputs[k] = value_info(name, x:dtype(), x:size(), dynamic)
+    self.graph.inputs[k] = value_info(name, x:dtype(), x:size(), dynamic and 1)
   end
   for _, pair in ipairs(named) do
     local leaf = data_leaf(pair[2])
