@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -390,7 +391,10 @@ void set_integer(lua_State* L, const char* key, int64_t value) {
   lua_safe::set_field(L, -2, key);
 }
 
-void push_graph(lua_State* L, const proto::GraphProto& graph, int depth);
+// `consumed` (the same graph, or null): its initializers' bytes are freed
+// as each becomes a tensor, so a large model is not held twice over.
+void push_graph(lua_State* L, const proto::GraphProto& graph, int depth,
+                proto::GraphProto* consumed = nullptr);
 
 // "f32", ... for the types lazylua holds, else the ONNX type number.
 void push_elem_type(lua_State* L, int type) {
@@ -537,7 +541,8 @@ void push_value_infos(lua_State* L, const char* key,
   lua_safe::set_field(L, -2, key);
 }
 
-void push_graph(lua_State* L, const proto::GraphProto& graph, int depth) {
+void push_graph(lua_State* L, const proto::GraphProto& graph, int depth,
+                proto::GraphProto* consumed) {
   if (depth > kMaxGraphDepth) {
     fail("onnx: subgraphs nested too deeply (more than {} levels)", kMaxGraphDepth);
   }
@@ -560,6 +565,10 @@ void push_graph(lua_State* L, const proto::GraphProto& graph, int depth) {
     push_tensor(L, decode_tensor(t, "onnx"));
     lua_safe::set_field(L, -2, "tensor");
     lua_rawseti(L, -2, k + 1);
+    if (consumed) {
+      // release_, not clear_: a cleared string keeps its capacity.
+      std::unique_ptr<std::string> bytes(consumed->mutable_initializer(k)->release_raw_data());
+    }
   }
   lua_safe::set_field(L, -2, "initializers");
   if (graph.sparse_initializer_size() > 0) {
@@ -580,13 +589,17 @@ std::string check_bytes(lua_State* L, int arg, const char* function) {
 int decode_model(lua_State* L) {
   proto::ModelProto model;
   {
-    const std::string bytes = check_bytes(L, 1, "onnx.load");
-    if (bytes.empty()) fail("onnx.load: the file is empty, not an ONNX model");
-    if (bytes.size() > static_cast<size_t>(INT32_MAX)) {
+    // Parsed from the Lua string itself (argument 1 keeps it alive), not a
+    // copy: a 330 MB model would otherwise be in memory three times at once.
+    if (lua_type(L, 1) != LUA_TSTRING) type_error(L, 1, "onnx.load", "string");
+    size_t size = 0;
+    const char* bytes = lua_tolstring(L, 1, &size);
+    if (size == 0) fail("onnx.load: the file is empty, not an ONNX model");
+    if (size > static_cast<size_t>(INT32_MAX)) {
       fail("onnx.load: the model is larger than 2 GiB, which protobuf cannot parse");
     }
-    google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                 static_cast<int>(bytes.size()));
+    google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(bytes),
+                                                 static_cast<int>(size));
     input.SetRecursionLimit(kParseRecursionLimit);
     if (!model.ParseFromCodedStream(&input) || !input.ConsumedEntireMessage()) {
       fail(
@@ -610,7 +623,7 @@ int decode_model(lua_State* L) {
     set_integer(L, domain.c_str(), opset.version());
   }
   lua_safe::set_field(L, -2, "opset");
-  push_graph(L, model.graph(), 0);
+  push_graph(L, model.graph(), 0, model.mutable_graph());
   lua_safe::set_field(L, -2, "graph");
   return 1;
 }
