@@ -173,7 +173,7 @@ std::string kernel_table(const std::vector<Event>& list, int rows) {
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   std::string text = fmt::format("{:>6} {:>10} {:>6} {:>8} {:>8}  {}\n", "calls", "total ms", "%",
-                                 "GB/s", "GFLOP/s", "kernel (Lua lines)");
+                                 "GB/s", "GFLOP/s", "kernel (Lua lines or ONNX nodes)");
   int shown = 0;
   for (const auto& [name, total] : sorted) {
     if (shown++ == rows) break;
