@@ -3,7 +3,8 @@
 --   lazylua run_lazylua.lua infer WORK NAME OPSET BATCH [BUDGET_SECONDS]
 --   lazylua run_lazylua.lua train WORK resnet18 OPSET 8 [BUDGET_SECONDS]
 --
--- infer: onnx.load(WORK/NAME_opOPSET.onnx), then calls on WORK/NAME_xBATCH.npy: the
+-- infer: onnx.load(WORK/NAME_opOPSET.onnx), then calls under tensor.no_grad (as PyTorch
+-- runs) on WORK/NAME_xBATCH.npy: the
 -- first, then more until BUDGET seconds (default 15) or 200 calls have passed, at least 3
 -- calls in all. Prints one line "RESULT {json}": the match against PyTorch's output
 -- (max |y - y_torch| / max |y_torch|, first call), the steady time per call (median of
@@ -101,7 +102,8 @@ local function infer()
   local expected = tensor.load_npy(file("_y" .. batch .. ".npy"))
   local first
   timed_calls(function(call)
-    local y = model(x)
+    -- no gradient to record, as PyTorch's run (torch.no_grad) and ONNX Runtime
+    local y = tensor.no_grad(function() return model(x) end)
     if call == 1 then first = y end
     return y
   end, started)
