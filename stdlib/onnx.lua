@@ -233,19 +233,18 @@ end
 -- already. Errors deferred to a sync are raised there, by the sync, with
 -- the Lua line of the model call (docs/onnx.md).
 local eager_call = native.onnx_eager_call
-local function run_node(step, ctx, inputs, eager)
-  local packed
-  if eager then
-    packed = table.pack(pcall(eager_call, step.op, ctx, inputs, step.attributes))
-  else
-    packed = table.pack(pcall(step.op, ctx, inputs, step.attributes))
-  end
-  if packed[1] then return table.pack(table.unpack(packed, 2, packed.n)) end
-  local message = packed[2]
+local function node_results(step, ok, ...)
+  if ok then return table.pack(...) end
+  local message = ...
   if type(message) ~= "string" or message:find("^onnx: ") or message:find("interrupted!$") then
     error(message, 0)
   end
-  error(string.format("onnx: %s: %s", describe_node(step.node, step.opset), message), 0)
+  error(string.format("onnx: %s: %s", step.description, message), 0)
+end
+
+local function run_node(step, ctx, inputs, eager)
+  if eager then return node_results(step, pcall(eager_call, step.op, ctx, inputs, step.attributes)) end
+  return node_results(step, pcall(step.op, ctx, inputs, step.attributes))
 end
 
 -- Each node's location label, "model.onnx: node 'conv1' (Conv)" (its index
