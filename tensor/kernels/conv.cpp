@@ -34,14 +34,20 @@
 namespace lazylua {
 namespace {
 
+using conv_detail::ceil_div;
 using conv_detail::ConvGeometry;
 using conv_detail::inside_range;
+using conv_detail::kPartialSums;
+using conv_detail::thread_scratch;
 
-// Elements of one chunk's columns: 2 MiB of f32, within a core's L2 share.
-constexpr int64_t kScratchElements = int64_t{1} << 19;
-// Output positions per chunk: enough columns for BLAS to run at speed,
-// few enough to stay in cache.
-constexpr int64_t kMinChunkColumns = 32;
+// Elements of one chunk's columns: 4 MiB of f32 per thread, kept between
+// calls (thread_scratch).
+constexpr int64_t kScratchElements = int64_t{1} << 20;
+// Output positions per chunk. BLAS packs the whole weight again for every
+// call, so a call needs enough columns to pay for that (at 49 columns, one
+// sample of a 7x7 plane, the packing of ResNet-18's last weights took as
+// long as the product); more than the maximum only costs cache.
+constexpr int64_t kMinChunkColumns = 256;
 constexpr int64_t kMaxChunkColumns = 4096;
 // Partial sums of a weight gradient, per group (a bound on the memory the
 // gradient takes beyond the weight's size, and the work split across threads).
@@ -55,25 +61,40 @@ struct Chunk {
   int64_t columns() const { return count * span(); }
 };
 
+// How a convolution's output positions are cut into chunks, from the shapes
+// alone. Chunks of one layer are of equal size (the last may be shorter),
+// so that they spread evenly over threads.
 class Chunking {
  public:
   explicit Chunking(const ConvGeometry& g) : samples_(g.n), plane_(g.out_plane()) {
-    const int64_t columns =
-        g.pointwise() ? plane_
-                      : std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
-                                            kMinChunkColumns, kMaxChunkColumns);
+    // A 1x1 window over a plane of enough positions reads the input as it
+    // lies, one sample per call; a small plane is gathered with other
+    // samples' into one product instead (a copy, cheaper than packing the
+    // weight once per sample).
+    direct_ = g.pointwise() && (plane_ >= kMinChunkColumns || samples_ == 1);
+    if (direct_) {
+      per_chunk_ = 1;
+      parts_ = 1;
+      return;
+    }
+    const int64_t columns = std::clamp<int64_t>(
+        kScratchElements / std::max<int64_t>(1, g.rows()), kMinChunkColumns, kMaxChunkColumns);
     if (plane_ <= columns) {
-      per_chunk_ = g.pointwise() ? 1 : std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
+      const int64_t most = std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
+      const int64_t chunks = ceil_div(samples_, most);
+      per_chunk_ = std::max<int64_t>(1, ceil_div(samples_, chunks));
       parts_ = 1;
     } else {
       per_chunk_ = 1;
-      parts_ = (plane_ + columns - 1) / columns;
-      part_size_ = columns;
+      parts_ = ceil_div(plane_, columns);
+      part_size_ = ceil_div(plane_, parts_);
     }
   }
+  // The input itself is the chunk's columns (a 1x1 window, one sample per chunk).
+  bool direct() const { return direct_; }
   // Chunks in order: sample-major, positions within a sample.
   int64_t count() const {
-    return parts_ == 1 ? (samples_ + per_chunk_ - 1) / per_chunk_ : samples_ * parts_;
+    return parts_ == 1 ? ceil_div(samples_, per_chunk_) : samples_ * parts_;
   }
   // Chunks holding one sample or one run of samples (an input gradient runs
   // one such unit per task, its chunks in order).
@@ -97,16 +118,16 @@ class Chunking {
  private:
   int64_t samples_, plane_;
   int64_t per_chunk_ = 1, parts_ = 1, part_size_ = 0;
+  bool direct_ = false;
 };
 
-// Runs body(item, scratch) for items [0, count): on the pool when there
-// are several (each BLAS call then runs inline), else on this thread (whose
-// BLAS calls use the pool). `scratch` is reused within a thread's range.
-template <typename T, typename Body>
+// Runs body(item) for items [0, count): on the pool when there are several
+// (each BLAS call then runs inline), else on this thread (whose BLAS calls
+// use the pool).
+template <typename Body>
 void for_each_item(int64_t count, Body&& body) {
   auto run = [&](int64_t begin, int64_t end) {
-    std::vector<T> scratch;
-    for (int64_t item = begin; item < end; item++) body(item, scratch);
+    for (int64_t item = begin; item < end; item++) body(item);
   };
   if (count == 1) {
     run(0, 1);
@@ -157,6 +178,20 @@ inline int64_t input_line(const ConvGeometry& g, int64_t od, int64_t oh, int64_t
   return id * g.in[1] + ih;
 }
 
+// dest[ow] = source[ow * stride + offset] for ow in [a, e): a loop, not a
+// memcpy call, since most lines are a few dozen elements.
+template <typename T>
+inline void copy_line(T* __restrict dest, const T* __restrict source, int64_t stride,
+                      int64_t offset, int64_t a, int64_t e) {
+  if (stride == 1) {
+    const T* __restrict shifted = source + offset;
+#pragma GCC unroll 1
+    for (int64_t ow = a; ow < e; ow++) dest[ow] = shifted[ow];
+  } else {
+    for (int64_t ow = a; ow < e; ow++) dest[ow] = source[ow * stride + offset];
+  }
+}
+
 // The columns [rows, chunk.columns()] of the chunk for the group whose
 // first input channel is channel0: zero where the window reads padding.
 template <typename T>
@@ -178,15 +213,9 @@ void im2col(const T* x, const ConvGeometry& g, int64_t channel0, const Chunk& ch
                         std::fill(dest + ow0, dest + ow1, T(0));
                         return;
                       }
-                      const T* source = image + line * g.in[2];
                       const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
                       std::fill(dest + ow0, dest + a, T(0));
-                      if (stride == 1) {
-                        std::memcpy(dest + a, source + a + offset,
-                                    static_cast<size_t>(e - a) * sizeof(T));
-                      } else {
-                        for (int64_t ow = a; ow < e; ow++) dest[ow] = source[ow * stride + offset];
-                      }
+                      copy_line(dest, image + line * g.in[2], stride, offset, a, e);
                       std::fill(dest + e, dest + ow1, T(0));
                     });
     }
@@ -209,57 +238,61 @@ void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, const Chunk&
                     [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
                       const int64_t line = input_line(g, od, oh, i, j);
                       if (line < 0) return;
-                      T* target = image + line * g.in[2];
-                      const T* source = in + at - ow0;  // source[ow]
+                      T* __restrict target = image + line * g.in[2];
+                      const T* __restrict source = in + at - ow0;  // source[ow]
                       const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
-                      for (int64_t ow = a; ow < e; ow++) target[ow * stride + offset] += source[ow];
+                      if (stride == 1) {
+                        T* __restrict shifted = target + offset;
+                        for (int64_t ow = a; ow < e; ow++) shifted[ow] += source[ow];
+                      } else {
+                        for (int64_t ow = a; ow < e; ow++) {
+                          target[ow * stride + offset] += source[ow];
+                        }
+                      }
                     });
     }
   });
 }
 
-// Rows [rows, plane] of `count` samples lying `sample_stride` apart, side by
-// side as [rows, count * span] (positions begin..end of each), or back.
-template <typename T>
-void gather_samples(const T* samples, int64_t sample_stride, int64_t plane, int64_t rows,
-                    const Chunk& chunk, T* out) {
-  for (int64_t r = 0; r < rows; r++) {
-    for (int64_t b = 0; b < chunk.count; b++) {
-      std::memcpy(out + (r * chunk.count + b) * chunk.span(),
-                  samples + b * sample_stride + r * plane + chunk.begin,
-                  static_cast<size_t>(chunk.span()) * sizeof(T));
-    }
-  }
-}
-
 // A group's rows of grad_y (or y) for a chunk: a matrix [O/groups,
-// chunk.columns()] and its leading dimension; gathered into `scratch` when
-// the chunk spans several samples.
+// chunk.columns()] and its leading dimension; gathered into `buffer` (of
+// that size) when the chunk spans several samples.
 template <typename T>
 std::pair<const T*, int64_t> output_rows(const T* y, const ConvGeometry& g, int64_t group,
-                                         const Chunk& chunk, std::vector<T>& scratch,
-                                         size_t offset) {
-  const int64_t plane = g.out_plane(), og = g.outputs_per_group;
+                                         const Chunk& chunk, T* buffer) {
+  const int64_t plane = g.out_plane(), og = g.outputs_per_group, span = chunk.span();
   const T* rows = y + (chunk.first * g.o + group * og) * plane + chunk.begin;
   if (chunk.count == 1) return {rows, plane};
-  scratch.resize(offset + static_cast<size_t>(og * chunk.columns()));
-  gather_samples(rows, g.o * plane, plane, og, chunk, scratch.data() + offset);
-  return {scratch.data() + offset, chunk.columns()};
+  for (int64_t r = 0; r < og; r++) {
+    for (int64_t b = 0; b < chunk.count; b++) {
+      std::copy_n(rows + b * g.o * plane + r * plane, span, buffer + (r * chunk.count + b) * span);
+    }
+  }
+  return {buffer, chunk.columns()};
 }
 
-// A group's columns for a chunk: the input itself when pointwise, else
-// built into `scratch` at `offset`.
+// A group's columns for a chunk: the input itself when direct, else built
+// into `buffer` (of g.rows() * chunk.columns()).
 template <typename T>
-std::pair<const T*, int64_t> input_columns(const T* x, const ConvGeometry& g, int64_t group,
-                                           const Chunk& chunk, std::vector<T>& scratch,
-                                           size_t offset) {
+std::pair<const T*, int64_t> input_columns(const T* x, const ConvGeometry& g,
+                                           const Chunking& chunking, int64_t group,
+                                           const Chunk& chunk, T* buffer) {
   const int64_t channel0 = group * g.channels_per_group;
-  if (g.pointwise()) {
+  if (chunking.direct()) {
     return {x + (chunk.first * g.c + channel0) * g.in_plane() + chunk.begin, g.in_plane()};
   }
-  scratch.resize(offset + static_cast<size_t>(g.rows() * chunk.columns()));
-  im2col(x, g, channel0, chunk, scratch.data() + offset);
-  return {scratch.data() + offset, chunk.columns()};
+  im2col(x, g, channel0, chunk, buffer);
+  return {buffer, chunk.columns()};
+}
+
+// Elements of a chunk's columns in scratch (none when direct).
+int64_t columns_size(const ConvGeometry& g, const Chunking& chunking, const Chunk& chunk) {
+  return chunking.direct() ? 0 : g.rows() * chunk.columns();
+}
+
+// Elements of a chunk's gathered output rows in scratch (none for one sample).
+int64_t gathered_size(const ConvGeometry& g, const Chunk& chunk) {
+  return chunk.count == 1 ? 0 : g.outputs_per_group * chunk.columns();
 }
 
 template <typename T>
@@ -271,10 +304,12 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
   const T* w = weight.data<T>();
   const T* b = bias.defined() ? bias.data<T>() : nullptr;
   T* y = y_array.data<T>();
-  for_each_item<T>(chunking.count() * g.groups, [&](int64_t item, std::vector<T>& scratch) {
+  for_each_item(chunking.count() * g.groups, [&](int64_t item) {
     const Chunk chunk = chunking.chunk(item / g.groups);
     const int64_t group = item % g.groups;
-    const auto [columns, ld] = input_columns(x, g, group, chunk, scratch, 0);
+    const int64_t cols_size = columns_size(g, chunking, chunk);
+    T* scratch = thread_scratch<T>(cols_size + gathered_size(g, chunk));
+    const auto [columns, ld] = input_columns(x, g, chunking, group, chunk, scratch);
     const T* group_weight = w + group * og * rows;
     const int64_t width = chunk.columns(), span = chunk.span();
     if (chunk.count == 1) {  // straight into y[n] [O, plane]
@@ -288,16 +323,13 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
       }
       return;
     }
-    const size_t product_at = scratch.size();
-    scratch.resize(product_at + static_cast<size_t>(og * width));
-    const T* cols = scratch.data();  // the columns lie first (the resize may move them)
-    T* product = scratch.data() + product_at;
-    gemm<T>(false, false, og, width, rows, group_weight, rows, cols, width, product, width);
+    T* product = scratch + cols_size;
+    gemm<T>(false, false, og, width, rows, group_weight, rows, columns, ld, product, width);
     for (int64_t r = 0; r < og; r++) {
       const T add = b ? b[group * og + r] : T(0);
       for (int64_t s = 0; s < chunk.count; s++) {
-        const T* from = product + r * width + s * span;
-        T* to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
+        const T* __restrict from = product + r * width + s * span;
+        T* __restrict to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
         for (int64_t p = 0; p < span; p++) to[p] = from[p] + add;
       }
     }
@@ -332,16 +364,19 @@ void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& wei
   // One task per unit (a sample, or a run of small samples) and group: the
   // unit's chunks add into overlapping inputs, so they run in order.
   const int64_t parts = chunking.chunks_per_unit();
-  for_each_item<T>(chunking.units() * g.groups, [&](int64_t item, std::vector<T>& scratch) {
+  for_each_item(chunking.units() * g.groups, [&](int64_t item) {
     const int64_t unit = item / g.groups, group = item % g.groups;
     const Chunk whole = chunking.chunk(unit * parts);
     const int64_t channel0 = group * cg;
     const T* group_weight = w + group * og * rows;
     for (int64_t part = 0; part < parts; part++) {
       const Chunk chunk = chunking.chunk(unit * parts + part);
-      const auto [rows_of_g, ld] = output_rows(gy, g, group, chunk, scratch, 0);
-      if (g.pointwise()) {  // grad_x[n] rows = W^T g, no columns
-        T* target = gx + (chunk.first * g.c + channel0) * in_plane;
+      const int64_t gathered = gathered_size(g, chunk);
+      const int64_t cols_size = chunking.direct() ? 0 : rows * chunk.columns();
+      T* scratch = thread_scratch<T>(gathered + cols_size);
+      const auto [rows_of_g, ld] = output_rows(gy, g, group, chunk, scratch);
+      if (chunking.direct()) {  // grad_x[n] rows = W^T g, no columns
+        T* target = gx + (chunk.first * g.c + channel0) * in_plane + chunk.begin;
         gemm<T>(true, false, cg, chunk.span(), og, group_weight, rows, rows_of_g, ld, target,
                 in_plane);
         continue;
@@ -352,12 +387,9 @@ void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& wei
           std::fill(at, at + cg * in_plane, T(0));
         }
       }
-      const size_t cols_at = chunk.count == 1 ? 0 : static_cast<size_t>(og * chunk.columns());
-      scratch.resize(cols_at + static_cast<size_t>(rows * chunk.columns()));
-      const T* gathered = chunk.count == 1 ? rows_of_g : scratch.data();
-      T* cols = scratch.data() + cols_at;
+      T* cols = scratch + gathered;
       // cols [rows, columns] = W^T [rows, O/groups] @ g [O/groups, columns]
-      gemm<T>(true, false, rows, chunk.columns(), og, group_weight, rows, gathered, ld, cols,
+      gemm<T>(true, false, rows, chunk.columns(), og, group_weight, rows, rows_of_g, ld, cols,
               chunk.columns());
       col2im(cols, g, channel0, chunk, gx);
     }
@@ -365,6 +397,9 @@ void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& wei
   });
 }
 
+// The weight gradient's partial sums: task 0 of each group sums straight
+// into grad_weight, tasks 1.. into a buffer of the calling thread's, added
+// after in task order.
 template <typename T>
 void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_array,
                      const Array& grad_weight) {
@@ -374,40 +409,34 @@ void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_
   const int64_t size = og * rows;  // one group's weight
   const T* gy = grad_y.data<T>();
   const T* x = x_array.data<T>();
-  std::vector<T> partial(static_cast<size_t>(g.groups * tasks * size));
-  for_each_item<T>(g.groups * tasks, [&](int64_t item, std::vector<T>& scratch) {
+  T* out = grad_weight.data<T>();
+  T* partial = thread_scratch<T, kPartialSums>(g.groups * (tasks - 1) * size);
+  for_each_item(g.groups * tasks, [&](int64_t item) {
     const int64_t group = item / tasks, task = item % tasks;
     const int64_t first = task * chunks / tasks, last = (task + 1) * chunks / tasks;
-    T* sum = partial.data() + item * size;
-    std::vector<T> product;
+    T* sum = task == 0 ? out + group * size : partial + (group * (tasks - 1) + task - 1) * size;
     for (int64_t index = first; index < last; index++) {
       const Chunk chunk = chunking.chunk(index);
-      scratch.clear();
-      // The gathered rows first (when several samples), then the columns.
-      const auto [rows_of_g, ld_g] = output_rows(gy, g, group, chunk, scratch, 0);
-      const size_t cols_at = scratch.size();
-      const auto [cols_view, ld_cols] = input_columns(x, g, group, chunk, scratch, cols_at);
-      const T* gathered = chunk.count == 1 ? rows_of_g : scratch.data();
-      const T* cols = g.pointwise() ? cols_view : scratch.data() + cols_at;
-      T* target = sum;
-      if (index > first) {
-        product.resize(static_cast<size_t>(size));
-        target = product.data();
-      }
+      // The gathered rows, the columns, then the product of a later chunk.
+      const int64_t gathered = gathered_size(g, chunk);
+      const int64_t cols_size = columns_size(g, chunking, chunk);
+      T* scratch = thread_scratch<T>(gathered + cols_size + (index > first ? size : 0));
+      const auto [rows_of_g, ld_g] = output_rows(gy, g, group, chunk, scratch);
+      const auto [cols, ld_cols] =
+          input_columns(x, g, chunking, group, chunk, scratch + gathered);
+      T* product = scratch + gathered + cols_size;
       // [O/groups, rows] = g [O/groups, columns] @ cols^T [columns, rows]
-      gemm<T>(false, true, og, rows, chunk.columns(), gathered, ld_g, cols, ld_cols, target, rows);
+      gemm<T>(false, true, og, rows, chunk.columns(), rows_of_g, ld_g, cols, ld_cols,
+              index > first ? product : sum, rows);
       if (index > first) {
-        for (int64_t e = 0; e < size; e++) sum[e] += product[static_cast<size_t>(e)];
+        for (int64_t e = 0; e < size; e++) sum[e] += product[e];
       }
     }
   });
-  T* out = grad_weight.data<T>();
   for (int64_t group = 0; group < g.groups; group++) {
     T* target = out + group * size;
-    const T* first = partial.data() + group * tasks * size;
-    std::copy(first, first + size, target);
     for (int64_t task = 1; task < tasks; task++) {
-      const T* add = first + task * size;
+      const T* add = partial + (group * (tasks - 1) + task - 1) * size;
       for (int64_t e = 0; e < size; e++) target[e] += add[e];
     }
   }
