@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -42,12 +43,12 @@ using conv_detail::thread_scratch;
 
 // Elements of one chunk's columns: 4 MiB of f32 per thread, kept between
 // calls (thread_scratch).
-constexpr int64_t kScratchElements = int64_t{1} << 20;
+static const int64_t kScratchElements = getenv("CV_SCRATCH") ? atoll(getenv("CV_SCRATCH")) : int64_t{1} << 20;
 // Output positions per chunk. BLAS packs the whole weight again for every
 // call, so a call needs enough columns to pay for that (at 49 columns, one
 // sample of a 7x7 plane, the packing of ResNet-18's last weights took as
 // long as the product); more than the maximum only costs cache.
-constexpr int64_t kMinChunkColumns = 256;
+static const int64_t kMinChunkColumns = getenv("CV_MIN") ? atoll(getenv("CV_MIN")) : 256;
 constexpr int64_t kMaxChunkColumns = 4096;
 // Partial sums of a weight gradient, per group (a bound on the memory the
 // gradient takes beyond the weight's size, and the work split across threads).
