@@ -10,21 +10,26 @@
 // output plane is small, else a run of one sample's positions, so no
 // temporary grows with the input size, the dilation or the batch: the full
 // column matrix (9x the input for a 3x3 kernel) is never in memory.
-// A 1x1 window with stride 1 and no padding needs no columns at all: the
-// input is the right-hand matrix as it lies.
+// A 1x1 window with stride 1 and no padding over a plane of at least
+// kMinChunkColumns positions needs no columns at all: the input is the
+// right-hand matrix as it lies, one product per sample. Over smaller
+// planes its columns gather several samples into one product.
 //
 // Chunks (and groups) run in parallel, each with a single-threaded BLAS
-// call; a convolution of one chunk and one group hands the pool to BLAS
-// instead. The chunks depend only on the shapes, never on the thread count;
-// every output element is one BLAS dot product over the same terms, an
-// input gradient element sums its terms in chunk order, and the weight
-// gradient adds a fixed number of partial sums in a fixed order: the same
-// inputs give the same bits with any number of threads.
+// call; a convolution of fewer than kMinItems chunks and groups splits each
+// product into bands of output rows (input channels for the input
+// gradient) instead. Every BLAS call is made whole on one thread
+// (float_gemm_unsplit): OpenBLAS's bits for an element can depend on the
+// extent of the call computing it. The chunks and bands depend only on the
+// shapes, never on the thread count; every output element is one BLAS dot
+// product over the same terms, an input gradient element sums its terms in
+// chunk order, and the weight gradient adds a fixed number of partial sums
+// in a fixed order: the same inputs give the same bits with any number of
+// threads (tests/lua/test_conv_threads.lua).
 #include "conv.h"
 
 #include <algorithm>
 #include <cstring>
-#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -43,12 +48,12 @@ using conv_detail::thread_scratch;
 
 // Elements of one chunk's columns: 4 MiB of f32 per thread, kept between
 // calls (thread_scratch).
-static const int64_t kScratchElements = getenv("CV_SCRATCH") ? atoll(getenv("CV_SCRATCH")) : int64_t{1} << 20;
+constexpr int64_t kScratchElements = int64_t{1} << 20;
 // Output positions per chunk. BLAS packs the whole weight again for every
 // call, so a call needs enough columns to pay for that (at 49 columns, one
 // sample of a 7x7 plane, the packing of ResNet-18's last weights took as
 // long as the product); more than the maximum only costs cache.
-static const int64_t kMinChunkColumns = getenv("CV_MIN") ? atoll(getenv("CV_MIN")) : 256;
+constexpr int64_t kMinChunkColumns = 256;
 constexpr int64_t kMaxChunkColumns = 4096;
 // Partial sums of a weight gradient, per group (a bound on the memory the
 // gradient takes beyond the weight's size, and the work split across threads).
@@ -78,8 +83,8 @@ class Chunking {
       parts_ = 1;
       return;
     }
-    const int64_t columns = std::clamp<int64_t>(
-        kScratchElements / std::max<int64_t>(1, g.rows()), kMinChunkColumns, kMaxChunkColumns);
+    const int64_t columns = std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
+                                                kMinChunkColumns, kMaxChunkColumns);
     if (plane_ <= columns) {
       const int64_t most = std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
       const int64_t chunks = ceil_div(samples_, most);
@@ -94,9 +99,7 @@ class Chunking {
   // The input itself is the chunk's columns (a 1x1 window, one sample per chunk).
   bool direct() const { return direct_; }
   // Chunks in order: sample-major, positions within a sample.
-  int64_t count() const {
-    return parts_ == 1 ? ceil_div(samples_, per_chunk_) : samples_ * parts_;
-  }
+  int64_t count() const { return parts_ == 1 ? ceil_div(samples_, per_chunk_) : samples_ * parts_; }
   // Chunks holding one sample or one run of samples (an input gradient runs
   // one such unit per task, its chunks in order).
   int64_t units() const { return parts_ == 1 ? count() : samples_; }
@@ -122,25 +125,43 @@ class Chunking {
   bool direct_ = false;
 };
 
-// Runs body(item) for items [0, count): on the pool when there are several
-// (each BLAS call then runs inline), else on this thread (whose BLAS calls
-// use the pool).
+// Runs body(item) for items [0, count) on the pool.
 template <typename Body>
 void for_each_item(int64_t count, Body&& body) {
-  auto run = [&](int64_t begin, int64_t end) {
+  parallel_for(count, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; item++) body(item);
-  };
-  if (count == 1) {
-    run(0, 1);
-  } else {
-    parallel_for(count, 1, run);
-  }
+  });
 }
 
+// Work items a convolution is cut into at least: when its chunks and groups
+// are fewer, each one's product is split into bands of output rows (or
+// input channels), whose number depends on the shapes alone.
+constexpr int64_t kMinItems = 4;
+// Product rows per band at least, a multiple of the 16 floats of a vector.
+constexpr int64_t kBandAlign = 16;
+
+// How many bands each of `items` items is split into, over an extent whose
+// bands are multiples of `align`.
+int64_t band_count(int64_t items, int64_t extent, int64_t align) {
+  if (items >= kMinItems) return 1;
+  return std::clamp<int64_t>(ceil_div(kMinItems, items), 1,
+                             std::max<int64_t>(1, extent / (2 * align)));
+}
+
+// Band `index` of `bands` over [0, extent): [begin, end), maybe empty.
+std::pair<int64_t, int64_t> band_range(int64_t extent, int64_t bands, int64_t index,
+                                       int64_t align) {
+  const int64_t step = ceil_div(ceil_div(extent, bands), align) * align;
+  const int64_t begin = std::min(extent, index * step);
+  return {begin, std::min(extent, begin + step)};
+}
+
+// One BLAS call on this thread: the convolution splits the work itself.
 template <typename T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
           int64_t ldb, T* c, int64_t ldc) {
-  float_gemm(std::is_same_v<T, double>, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  if (m == 0 || n == 0) return;
+  float_gemm_unsplit(std::is_same_v<T, double>, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 // Calls line(od, oh, ow0, ow1, at) for the runs of output positions
@@ -156,12 +177,12 @@ void for_each_line(const ConvGeometry& g, int64_t begin, int64_t end, Line&& lin
   }
 }
 
-// Calls tap(row, i, j, l) for every column row of a group: (channel c of
-// the group, tap (i, j, l)) in order.
+// Calls tap(row, c, i, j, l) for every column row of `channels` channels:
+// (channel c, tap (i, j, l)) in order.
 template <typename Tap>
-void for_each_row(const ConvGeometry& g, Tap&& tap) {
+void for_each_row(const ConvGeometry& g, int64_t channels, Tap&& tap) {
   int64_t row = 0;
-  for (int64_t c = 0; c < g.channels_per_group; c++) {
+  for (int64_t c = 0; c < channels; c++) {
     for (int64_t i = 0; i < g.kernel[0]; i++) {
       for (int64_t j = 0; j < g.kernel[1]; j++) {
         for (int64_t l = 0; l < g.kernel[2]; l++) tap(row++, c, i, j, l);
@@ -199,36 +220,39 @@ template <typename T>
 void im2col(const T* x, const ConvGeometry& g, int64_t channel0, const Chunk& chunk, T* cols) {
   const int64_t width = chunk.columns(), span = chunk.span(), in_plane = g.in_plane();
   const int64_t stride = g.stride[2];
-  for_each_row(g, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
-    const int64_t offset = l * g.dilation[2] - g.pad_before[2];
-    int64_t lo, hi;
-    inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
-    for (int64_t b = 0; b < chunk.count; b++) {
-      const T* image = x + ((chunk.first + b) * g.c + channel0 + c) * in_plane;
-      T* out = cols + row * width + b * span;
-      for_each_line(g, chunk.begin, chunk.end,
-                    [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
-                      T* dest = out + at - ow0;  // dest[ow]
-                      const int64_t line = input_line(g, od, oh, i, j);
-                      if (line < 0) {
-                        std::fill(dest + ow0, dest + ow1, T(0));
-                        return;
-                      }
-                      const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
-                      std::fill(dest + ow0, dest + a, T(0));
-                      copy_line(dest, image + line * g.in[2], stride, offset, a, e);
-                      std::fill(dest + e, dest + ow1, T(0));
-                    });
-    }
-  });
+  for_each_row(
+      g, g.channels_per_group, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
+        const int64_t offset = l * g.dilation[2] - g.pad_before[2];
+        int64_t lo, hi;
+        inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
+        for (int64_t b = 0; b < chunk.count; b++) {
+          const T* image = x + ((chunk.first + b) * g.c + channel0 + c) * in_plane;
+          T* out = cols + row * width + b * span;
+          for_each_line(g, chunk.begin, chunk.end,
+                        [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
+                          T* dest = out + at - ow0;  // dest[ow]
+                          const int64_t line = input_line(g, od, oh, i, j);
+                          if (line < 0) {
+                            std::fill(dest + ow0, dest + ow1, T(0));
+                            return;
+                          }
+                          const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
+                          std::fill(dest + ow0, dest + a, T(0));
+                          copy_line(dest, image + line * g.in[2], stride, offset, a, e);
+                          std::fill(dest + e, dest + ow1, T(0));
+                        });
+        }
+      });
 }
 
-// The inverse: adds the columns into grad_x's channels of the group.
+// The inverse: adds the columns of `channels` channels into grad_x's,
+// from channel0 on.
 template <typename T>
-void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, const Chunk& chunk, T* grad_x) {
+void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, int64_t channels,
+            const Chunk& chunk, T* grad_x) {
   const int64_t width = chunk.columns(), span = chunk.span(), in_plane = g.in_plane();
   const int64_t stride = g.stride[2];
-  for_each_row(g, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
+  for_each_row(g, channels, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
     const int64_t offset = l * g.dilation[2] - g.pad_before[2];
     int64_t lo, hi;
     inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
@@ -301,35 +325,39 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
              const Array& y_array) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), plane = g.out_plane(), og = g.outputs_per_group;
+  const int64_t bands = band_count(chunking.count() * g.groups, og, kBandAlign);
   const T* x = x_array.data<T>();
   const T* w = weight.data<T>();
   const T* b = bias.defined() ? bias.data<T>() : nullptr;
   T* y = y_array.data<T>();
-  for_each_item(chunking.count() * g.groups, [&](int64_t item) {
-    const Chunk chunk = chunking.chunk(item / g.groups);
-    const int64_t group = item % g.groups;
+  for_each_item(chunking.count() * g.groups * bands, [&](int64_t item) {
+    const Chunk chunk = chunking.chunk(item / (g.groups * bands));
+    const int64_t group = item / bands % g.groups;
+    const auto [r0, r1] = band_range(og, bands, item % bands, kBandAlign);
+    if (r0 == r1) return;
     const int64_t cols_size = columns_size(g, chunking, chunk);
     T* scratch = thread_scratch<T>(cols_size + gathered_size(g, chunk));
     const auto [columns, ld] = input_columns(x, g, chunking, group, chunk, scratch);
-    const T* group_weight = w + group * og * rows;
+    const T* band_weight = w + (group * og + r0) * rows;
     const int64_t width = chunk.columns(), span = chunk.span();
     if (chunk.count == 1) {  // straight into y[n] [O, plane]
-      T* target = y + (chunk.first * g.o + group * og) * plane + chunk.begin;
-      gemm<T>(false, false, og, span, rows, group_weight, rows, columns, ld, target, plane);
+      T* target = y + (chunk.first * g.o + group * og + r0) * plane + chunk.begin;
+      gemm<T>(false, false, r1 - r0, span, rows, band_weight, rows, columns, ld, target, plane);
       if (b) {
-        for (int64_t r = 0; r < og; r++) {
+        for (int64_t r = r0; r < r1; r++) {
           const T add = b[group * og + r];
-          for (T* at = target + r * plane; at < target + r * plane + span; at++) *at += add;
+          T* at = target + (r - r0) * plane;
+          for (int64_t p = 0; p < span; p++) at[p] += add;
         }
       }
       return;
     }
     T* product = scratch + cols_size;
-    gemm<T>(false, false, og, width, rows, group_weight, rows, columns, ld, product, width);
-    for (int64_t r = 0; r < og; r++) {
+    gemm<T>(false, false, r1 - r0, width, rows, band_weight, rows, columns, ld, product, width);
+    for (int64_t r = r0; r < r1; r++) {
       const T add = b ? b[group * og + r] : T(0);
       for (int64_t s = 0; s < chunk.count; s++) {
-        const T* __restrict from = product + r * width + s * span;
+        const T* __restrict from = product + (r - r0) * width + s * span;
         T* __restrict to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
         for (int64_t p = 0; p < span; p++) to[p] = from[p] + add;
       }
@@ -357,80 +385,90 @@ void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& wei
                     const Array& bias, const Array& grad_x) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), og = g.outputs_per_group, cg = g.channels_per_group;
-  const int64_t in_plane = g.in_plane();
+  const int64_t in_plane = g.in_plane(), taps = g.taps();
   const T* gy = grad_y.data<T>();
   const T* w = weight.data<T>();
   const T* b = bias.defined() ? bias.data<T>() : nullptr;
   T* gx = grad_x.data<T>();
-  // One task per unit (a sample, or a run of small samples) and group: the
-  // unit's chunks add into overlapping inputs, so they run in order.
+  // One task per unit (a sample, or a run of small samples), group and band
+  // of input channels: the unit's chunks add into overlapping inputs, so
+  // they run in order.
   const int64_t parts = chunking.chunks_per_unit();
-  for_each_item(chunking.units() * g.groups, [&](int64_t item) {
-    const int64_t unit = item / g.groups, group = item % g.groups;
+  const int64_t bands = band_count(chunking.units() * g.groups, cg, 1);
+  for_each_item(chunking.units() * g.groups * bands, [&](int64_t item) {
+    const int64_t unit = item / (g.groups * bands), group = item / bands % g.groups;
+    const auto [c0, c1] = band_range(cg, bands, item % bands, 1);
+    if (c0 == c1) return;
     const Chunk whole = chunking.chunk(unit * parts);
-    const int64_t channel0 = group * cg;
-    const T* group_weight = w + group * og * rows;
+    const int64_t channel0 = group * cg + c0, channels = c1 - c0;
+    // Rows [c0 * taps, c1 * taps) of W^T: columns of the group's W.
+    const T* band_weight = w + group * og * rows + c0 * taps;
     for (int64_t part = 0; part < parts; part++) {
       const Chunk chunk = chunking.chunk(unit * parts + part);
       const int64_t gathered = gathered_size(g, chunk);
-      const int64_t cols_size = chunking.direct() ? 0 : rows * chunk.columns();
+      const int64_t cols_size = chunking.direct() ? 0 : channels * taps * chunk.columns();
       T* scratch = thread_scratch<T>(gathered + cols_size);
       const auto [rows_of_g, ld] = output_rows(gy, g, group, chunk, scratch);
       if (chunking.direct()) {  // grad_x[n] rows = W^T g, no columns
         T* target = gx + (chunk.first * g.c + channel0) * in_plane + chunk.begin;
-        gemm<T>(true, false, cg, chunk.span(), og, group_weight, rows, rows_of_g, ld, target,
+        gemm<T>(true, false, channels, chunk.span(), og, band_weight, rows, rows_of_g, ld, target,
                 in_plane);
         continue;
       }
       if (part == 0) {
         for (int64_t s = whole.first; s < whole.first + whole.count; s++) {
           T* at = gx + (s * g.c + channel0) * in_plane;
-          std::fill(at, at + cg * in_plane, T(0));
+          std::fill(at, at + channels * in_plane, T(0));
         }
       }
       T* cols = scratch + gathered;
-      // cols [rows, columns] = W^T [rows, O/groups] @ g [O/groups, columns]
-      gemm<T>(true, false, rows, chunk.columns(), og, group_weight, rows, rows_of_g, ld, cols,
-              chunk.columns());
-      col2im(cols, g, channel0, chunk, gx);
+      // cols [band rows, columns] = W^T [band rows, O/groups] @ g [O/groups, columns]
+      gemm<T>(true, false, channels * taps, chunk.columns(), og, band_weight, rows, rows_of_g, ld,
+              cols, chunk.columns());
+      col2im(cols, g, channel0, channels, chunk, gx);
     }
-    if (b) add_channel_bias(gx, b, g, whole.first, whole.count, channel0, cg);
+    if (b) add_channel_bias(gx, b, g, whole.first, whole.count, channel0, channels);
   });
 }
 
 // The weight gradient's partial sums: task 0 of each group sums straight
 // into grad_weight, tasks 1.. into a buffer of the calling thread's, added
-// after in task order.
+// after in task order. A task of few may be split into bands of the
+// weight's output rows.
 template <typename T>
 void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_array,
                      const Array& grad_weight) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), og = g.outputs_per_group;
   const int64_t chunks = chunking.count(), tasks = std::min(chunks, kWeightTasks);
+  const int64_t bands = band_count(g.groups * tasks, og, kBandAlign);
   const int64_t size = og * rows;  // one group's weight
   const T* gy = grad_y.data<T>();
   const T* x = x_array.data<T>();
   T* out = grad_weight.data<T>();
   T* partial = thread_scratch<T, kPartialSums>(g.groups * (tasks - 1) * size);
-  for_each_item(g.groups * tasks, [&](int64_t item) {
-    const int64_t group = item / tasks, task = item % tasks;
+  for_each_item(g.groups * tasks * bands, [&](int64_t item) {
+    const int64_t group = item / (tasks * bands), task = item / bands % tasks;
+    const auto [r0, r1] = band_range(og, bands, item % bands, kBandAlign);
+    if (r0 == r1) return;
     const int64_t first = task * chunks / tasks, last = (task + 1) * chunks / tasks;
-    T* sum = task == 0 ? out + group * size : partial + (group * (tasks - 1) + task - 1) * size;
+    T* sum = (task == 0 ? out + group * size : partial + (group * (tasks - 1) + task - 1) * size) +
+             r0 * rows;
+    const int64_t band_size = (r1 - r0) * rows;
     for (int64_t index = first; index < last; index++) {
       const Chunk chunk = chunking.chunk(index);
       // The gathered rows, the columns, then the product of a later chunk.
       const int64_t gathered = gathered_size(g, chunk);
       const int64_t cols_size = columns_size(g, chunking, chunk);
-      T* scratch = thread_scratch<T>(gathered + cols_size + (index > first ? size : 0));
+      T* scratch = thread_scratch<T>(gathered + cols_size + (index > first ? band_size : 0));
       const auto [rows_of_g, ld_g] = output_rows(gy, g, group, chunk, scratch);
-      const auto [cols, ld_cols] =
-          input_columns(x, g, chunking, group, chunk, scratch + gathered);
+      const auto [cols, ld_cols] = input_columns(x, g, chunking, group, chunk, scratch + gathered);
       T* product = scratch + gathered + cols_size;
-      // [O/groups, rows] = g [O/groups, columns] @ cols^T [columns, rows]
-      gemm<T>(false, true, og, rows, chunk.columns(), rows_of_g, ld_g, cols, ld_cols,
-              index > first ? product : sum, rows);
+      // [band rows, rows] = g [band rows, columns] @ cols^T [columns, rows]
+      gemm<T>(false, true, r1 - r0, rows, chunk.columns(), rows_of_g + r0 * ld_g, ld_g, cols,
+              ld_cols, index > first ? product : sum, rows);
       if (index > first) {
-        for (int64_t e = 0; e < size; e++) sum[e] += product[e];
+        for (int64_t e = 0; e < band_size; e++) sum[e] += product[e];
       }
     }
   });

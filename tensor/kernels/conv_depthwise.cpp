@@ -100,15 +100,17 @@ int64_t plane_grain(int64_t plane) {
 // the plane of its phases at flat offset tap_offset[tap] from the output
 // grid position oh * width + ow.
 struct PhaseLayout {
-  int64_t phases_h = 1, phases_w = 1;  // the strides
+  int64_t phases_h = 1, phases_w = 1;       // the strides
   int64_t first_row = 0, first_column = 0;  // in phase-plane units, may be < 0
-  int64_t rows = 0, width = 0;  // of each phase plane, plus a spare row
+  int64_t rows = 0, width = 0;              // of each phase plane, plus a spare row
   int64_t plane_size() const { return (rows + 1) * width; }
   int64_t grid_size(const ConvGeometry& g) const { return g.out[1] * width; }
 };
 
 // floor(a / b) for b > 0.
-inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+inline int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 PhaseLayout phase_layout(const ConvGeometry& g) {
   PhaseLayout p;
@@ -140,10 +142,10 @@ void fill_phases(const ConvGeometry& g, const PhaseLayout& p, const T* image, T*
     for (int64_t phi = 0; phi < p.phases_w; phi++) {
       T* plane = planes + (psi * p.phases_w + phi) * p.plane_size();
       // Columns u of the phase plane inside the input: 0 <= u * sw + phi < width.
-      const int64_t u_lo = std::clamp<int64_t>(ceil_div(-phi, p.phases_w) - p.first_column, 0,
-                                               p.width);
-      const int64_t u_hi = std::clamp<int64_t>(
-          ceil_div(width - phi, p.phases_w) - p.first_column, u_lo, p.width);
+      const int64_t u_lo =
+          std::clamp<int64_t>(ceil_div(-phi, p.phases_w) - p.first_column, 0, p.width);
+      const int64_t u_hi =
+          std::clamp<int64_t>(ceil_div(width - phi, p.phases_w) - p.first_column, u_lo, p.width);
       for (int64_t r = 0; r <= p.rows; r++) {
         T* __restrict line = plane + r * p.width;
         const int64_t ih = (r + p.first_row) * p.phases_h + psi;
@@ -204,8 +206,8 @@ void forward_flat(const ConvGeometry& g, const Array& x_array, const Array& weig
   }
   // Output planes of one input channel are neighbours: one task fills the
   // phases of a channel once for all its outputs.
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, out_plane *
-                                                                                     multiplier));
+  const int64_t grain =
+      std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, out_plane * multiplier));
   parallel_for(g.n * g.c, grain, [&](int64_t begin, int64_t end) {
     T* planes = thread_scratch<T>(phases_size + grid_size);
     T* grid = planes + phases_size;
