@@ -55,6 +55,14 @@ constexpr int64_t kScratchElements = int64_t{1} << 20;
 // long as the product); more than the maximum only costs cache.
 constexpr int64_t kMinChunkColumns = 256;
 constexpr int64_t kMaxChunkColumns = 4096;
+// Positions of a part of a plane cut to give threads work, at least.
+constexpr int64_t kMinPartColumns = 128;
+// Work items a convolution is cut into at least: chunks and groups, and
+// when those are fewer, bands of each one's product (output rows or input
+// channels), whose number depends on the shapes alone. Bands of output
+// rows build the same columns each, so those stop at kMinBandItems.
+constexpr int64_t kMinItems = 4;
+constexpr int64_t kMinBandItems = 2;
 // Partial sums of a weight gradient, per group (a bound on the memory the
 // gradient takes beyond the weight's size, and the work split across threads).
 constexpr int64_t kWeightTasks = 8;
@@ -78,23 +86,29 @@ class Chunking {
     // samples' into one product instead (a copy, cheaper than packing the
     // weight once per sample).
     direct_ = g.pointwise() && (plane_ >= kMinChunkColumns || samples_ == 1);
-    if (direct_) {
-      per_chunk_ = 1;
-      parts_ = 1;
-      return;
-    }
-    const int64_t columns = std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
-                                                kMinChunkColumns, kMaxChunkColumns);
+    // Chunks (with the groups) enough to give the threads work.
+    const int64_t wanted = ceil_div(kMinItems, std::max<int64_t>(1, g.groups));
+    const int64_t columns =
+        direct_ ? plane_
+                : std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
+                                      kMinChunkColumns, kMaxChunkColumns);
     if (plane_ <= columns) {
-      const int64_t most = std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
-      const int64_t chunks = ceil_div(samples_, most);
+      const int64_t most =
+          direct_ ? 1 : std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
+      const int64_t chunks = std::max(ceil_div(samples_, most), std::min(samples_, wanted));
       per_chunk_ = std::max<int64_t>(1, ceil_div(samples_, chunks));
       parts_ = 1;
     } else {
       per_chunk_ = 1;
       parts_ = ceil_div(plane_, columns);
-      part_size_ = ceil_div(plane_, parts_);
     }
+    // Too few samples: each plane is cut into more parts, of at least
+    // kMinPartColumns positions (fewer chunks are split by bands instead).
+    if (per_chunk_ == 1 && samples_ * parts_ < wanted) {
+      parts_ = std::max(parts_, std::min(ceil_div(wanted, std::max<int64_t>(1, samples_)),
+                                         plane_ / kMinPartColumns));
+    }
+    part_size_ = ceil_div(plane_, parts_);
   }
   // The input itself is the chunk's columns (a 1x1 window, one sample per chunk).
   bool direct() const { return direct_; }
@@ -133,18 +147,14 @@ void for_each_item(int64_t count, Body&& body) {
   });
 }
 
-// Work items a convolution is cut into at least: when its chunks and groups
-// are fewer, each one's product is split into bands of output rows (or
-// input channels), whose number depends on the shapes alone.
-constexpr int64_t kMinItems = 4;
 // Product rows per band at least, a multiple of the 16 floats of a vector.
 constexpr int64_t kBandAlign = 16;
 
-// How many bands each of `items` items is split into, over an extent whose
-// bands are multiples of `align`.
-int64_t band_count(int64_t items, int64_t extent, int64_t align) {
-  if (items >= kMinItems) return 1;
-  return std::clamp<int64_t>(ceil_div(kMinItems, items), 1,
+// How many bands each of `items` items is split into to make `wanted`,
+// over an extent whose bands are multiples of `align`.
+int64_t band_count(int64_t items, int64_t wanted, int64_t extent, int64_t align) {
+  if (items >= wanted) return 1;
+  return std::clamp<int64_t>(ceil_div(wanted, items), 1,
                              std::max<int64_t>(1, extent / (2 * align)));
 }
 
@@ -325,7 +335,7 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
              const Array& y_array) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), plane = g.out_plane(), og = g.outputs_per_group;
-  const int64_t bands = band_count(chunking.count() * g.groups, og, kBandAlign);
+  const int64_t bands = band_count(chunking.count() * g.groups, kMinBandItems, og, kBandAlign);
   const T* x = x_array.data<T>();
   const T* w = weight.data<T>();
   const T* b = bias.defined() ? bias.data<T>() : nullptr;
@@ -394,7 +404,7 @@ void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& wei
   // of input channels: the unit's chunks add into overlapping inputs, so
   // they run in order.
   const int64_t parts = chunking.chunks_per_unit();
-  const int64_t bands = band_count(chunking.units() * g.groups, cg, 1);
+  const int64_t bands = band_count(chunking.units() * g.groups, kMinItems, cg, 1);
   for_each_item(chunking.units() * g.groups * bands, [&](int64_t item) {
     const int64_t unit = item / (g.groups * bands), group = item / bands % g.groups;
     const auto [c0, c1] = band_range(cg, bands, item % bands, 1);
@@ -441,7 +451,7 @@ void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_
   const Chunking chunking(g);
   const int64_t rows = g.rows(), og = g.outputs_per_group;
   const int64_t chunks = chunking.count(), tasks = std::min(chunks, kWeightTasks);
-  const int64_t bands = band_count(g.groups * tasks, og, kBandAlign);
+  const int64_t bands = band_count(g.groups * tasks, kMinBandItems, og, kBandAlign);
   const int64_t size = og * rows;  // one group's weight
   const T* gy = grad_y.data<T>();
   const T* x = x_array.data<T>();
