@@ -10,16 +10,22 @@
 // output plane is small, else a run of one sample's positions, so no
 // temporary grows with the input size, the dilation or the batch: the full
 // column matrix (9x the input for a 3x3 kernel) is never in memory.
-// A 1x1 window with stride 1 and no padding needs no columns at all: the
-// input is the right-hand matrix as it lies.
+// A 1x1 window with stride 1 and no padding over a plane of at least
+// kMinChunkColumns positions needs no columns at all: the input is the
+// right-hand matrix as it lies, one product per sample. Over smaller
+// planes its columns gather several samples into one product.
 //
 // Chunks (and groups) run in parallel, each with a single-threaded BLAS
-// call; a convolution of one chunk and one group hands the pool to BLAS
-// instead. The chunks depend only on the shapes, never on the thread count;
-// every output element is one BLAS dot product over the same terms, an
-// input gradient element sums its terms in chunk order, and the weight
-// gradient adds a fixed number of partial sums in a fixed order: the same
-// inputs give the same bits with any number of threads.
+// call; a convolution of fewer than kMinItems chunks and groups splits each
+// product into bands of output rows (input channels for the input
+// gradient) instead. Every BLAS call is made whole on one thread
+// (float_gemm_unsplit): OpenBLAS's bits for an element can depend on the
+// extent of the call computing it. The chunks and bands depend only on the
+// shapes, never on the thread count; every output element is one BLAS dot
+// product over the same terms, an input gradient element sums its terms in
+// chunk order, and the weight gradient adds a fixed number of partial sums
+// in a fixed order: the same inputs give the same bits with any number of
+// threads (tests/lua/test_conv_threads.lua).
 #include "conv.h"
 
 #include <algorithm>
@@ -34,15 +40,29 @@
 namespace lazylua {
 namespace {
 
+using conv_detail::ceil_div;
 using conv_detail::ConvGeometry;
 using conv_detail::inside_range;
+using conv_detail::kPartialSums;
+using conv_detail::thread_scratch;
 
-// Elements of one chunk's columns: 2 MiB of f32, within a core's L2 share.
-constexpr int64_t kScratchElements = int64_t{1} << 19;
-// Output positions per chunk: enough columns for BLAS to run at speed,
-// few enough to stay in cache.
-constexpr int64_t kMinChunkColumns = 32;
+// Elements of one chunk's columns: 4 MiB of f32 per thread, kept between
+// calls (thread_scratch).
+constexpr int64_t kScratchElements = int64_t{1} << 20;
+// Output positions per chunk. BLAS packs the whole weight again for every
+// call, so a call needs enough columns to pay for that (at 49 columns, one
+// sample of a 7x7 plane, the packing of ResNet-18's last weights took as
+// long as the product); more than the maximum only costs cache.
+constexpr int64_t kMinChunkColumns = 256;
 constexpr int64_t kMaxChunkColumns = 4096;
+// Positions of a part of a plane cut to give threads work, at least.
+constexpr int64_t kMinPartColumns = 128;
+// Work items a convolution is cut into at least: chunks and groups, and
+// when those are fewer, bands of each one's product (output rows or input
+// channels), whose number depends on the shapes alone. Bands of output
+// rows build the same columns each, so those stop at kMinBandItems.
+constexpr int64_t kMinItems = 4;
+constexpr int64_t kMinBandItems = 2;
 // Partial sums of a weight gradient, per group (a bound on the memory the
 // gradient takes beyond the weight's size, and the work split across threads).
 constexpr int64_t kWeightTasks = 8;
@@ -55,26 +75,45 @@ struct Chunk {
   int64_t columns() const { return count * span(); }
 };
 
+// How a convolution's output positions are cut into chunks, from the shapes
+// alone. Chunks of one layer are of equal size (the last may be shorter),
+// so that they spread evenly over threads.
 class Chunking {
  public:
   explicit Chunking(const ConvGeometry& g) : samples_(g.n), plane_(g.out_plane()) {
+    // A 1x1 window over a plane of enough positions reads the input as it
+    // lies, one sample per call; a small plane is gathered with other
+    // samples' into one product instead (a copy, cheaper than packing the
+    // weight once per sample).
+    direct_ = g.pointwise() && (plane_ >= kMinChunkColumns || samples_ == 1);
+    // Chunks (with the groups) enough to give the threads work.
+    const int64_t wanted = ceil_div(kMinItems, std::max<int64_t>(1, g.groups));
     const int64_t columns =
-        g.pointwise() ? plane_
-                      : std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
-                                            kMinChunkColumns, kMaxChunkColumns);
+        direct_ ? plane_
+                : std::clamp<int64_t>(kScratchElements / std::max<int64_t>(1, g.rows()),
+                                      kMinChunkColumns, kMaxChunkColumns);
     if (plane_ <= columns) {
-      per_chunk_ = g.pointwise() ? 1 : std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
+      const int64_t most =
+          direct_ ? 1 : std::max<int64_t>(1, columns / std::max<int64_t>(1, plane_));
+      const int64_t chunks = std::max(ceil_div(samples_, most), std::min(samples_, wanted));
+      per_chunk_ = std::max<int64_t>(1, ceil_div(samples_, chunks));
       parts_ = 1;
     } else {
       per_chunk_ = 1;
-      parts_ = (plane_ + columns - 1) / columns;
-      part_size_ = columns;
+      parts_ = ceil_div(plane_, columns);
     }
+    // Too few samples: each plane is cut into more parts, of at least
+    // kMinPartColumns positions (fewer chunks are split by bands instead).
+    if (per_chunk_ == 1 && samples_ * parts_ < wanted) {
+      parts_ = std::max(parts_, std::min(ceil_div(wanted, std::max<int64_t>(1, samples_)),
+                                         plane_ / kMinPartColumns));
+    }
+    part_size_ = ceil_div(plane_, parts_);
   }
+  // The input itself is the chunk's columns (a 1x1 window, one sample per chunk).
+  bool direct() const { return direct_; }
   // Chunks in order: sample-major, positions within a sample.
-  int64_t count() const {
-    return parts_ == 1 ? (samples_ + per_chunk_ - 1) / per_chunk_ : samples_ * parts_;
-  }
+  int64_t count() const { return parts_ == 1 ? ceil_div(samples_, per_chunk_) : samples_ * parts_; }
   // Chunks holding one sample or one run of samples (an input gradient runs
   // one such unit per task, its chunks in order).
   int64_t units() const { return parts_ == 1 ? count() : samples_; }
@@ -97,28 +136,42 @@ class Chunking {
  private:
   int64_t samples_, plane_;
   int64_t per_chunk_ = 1, parts_ = 1, part_size_ = 0;
+  bool direct_ = false;
 };
 
-// Runs body(item, scratch) for items [0, count): on the pool when there
-// are several (each BLAS call then runs inline), else on this thread (whose
-// BLAS calls use the pool). `scratch` is reused within a thread's range.
-template <typename T, typename Body>
+// Runs body(item) for items [0, count) on the pool.
+template <typename Body>
 void for_each_item(int64_t count, Body&& body) {
-  auto run = [&](int64_t begin, int64_t end) {
-    std::vector<T> scratch;
-    for (int64_t item = begin; item < end; item++) body(item, scratch);
-  };
-  if (count == 1) {
-    run(0, 1);
-  } else {
-    parallel_for(count, 1, run);
-  }
+  parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; item++) body(item);
+  });
 }
 
+// Product rows per band at least, a multiple of the 16 floats of a vector.
+constexpr int64_t kBandAlign = 16;
+
+// How many bands each of `items` items is split into to make `wanted`,
+// over an extent whose bands are multiples of `align`.
+int64_t band_count(int64_t items, int64_t wanted, int64_t extent, int64_t align) {
+  if (items >= wanted) return 1;
+  return std::clamp<int64_t>(ceil_div(wanted, items), 1,
+                             std::max<int64_t>(1, extent / (2 * align)));
+}
+
+// Band `index` of `bands` over [0, extent): [begin, end), maybe empty.
+std::pair<int64_t, int64_t> band_range(int64_t extent, int64_t bands, int64_t index,
+                                       int64_t align) {
+  const int64_t step = ceil_div(ceil_div(extent, bands), align) * align;
+  const int64_t begin = std::min(extent, index * step);
+  return {begin, std::min(extent, begin + step)};
+}
+
+// One BLAS call on this thread: the convolution splits the work itself.
 template <typename T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
           int64_t ldb, T* c, int64_t ldc) {
-  float_gemm(std::is_same_v<T, double>, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  if (m == 0 || n == 0) return;
+  float_gemm_unsplit(std::is_same_v<T, double>, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 // Calls line(od, oh, ow0, ow1, at) for the runs of output positions
@@ -134,12 +187,12 @@ void for_each_line(const ConvGeometry& g, int64_t begin, int64_t end, Line&& lin
   }
 }
 
-// Calls tap(row, i, j, l) for every column row of a group: (channel c of
-// the group, tap (i, j, l)) in order.
+// Calls tap(row, c, i, j, l) for every column row of `channels` channels:
+// (channel c, tap (i, j, l)) in order.
 template <typename Tap>
-void for_each_row(const ConvGeometry& g, Tap&& tap) {
+void for_each_row(const ConvGeometry& g, int64_t channels, Tap&& tap) {
   int64_t row = 0;
-  for (int64_t c = 0; c < g.channels_per_group; c++) {
+  for (int64_t c = 0; c < channels; c++) {
     for (int64_t i = 0; i < g.kernel[0]; i++) {
       for (int64_t j = 0; j < g.kernel[1]; j++) {
         for (int64_t l = 0; l < g.kernel[2]; l++) tap(row++, c, i, j, l);
@@ -157,48 +210,59 @@ inline int64_t input_line(const ConvGeometry& g, int64_t od, int64_t oh, int64_t
   return id * g.in[1] + ih;
 }
 
+// dest[ow] = source[ow * stride + offset] for ow in [a, e): a loop, not a
+// memcpy call, since most lines are a few dozen elements.
+template <typename T>
+inline void copy_line(T* __restrict dest, const T* __restrict source, int64_t stride,
+                      int64_t offset, int64_t a, int64_t e) {
+  if (stride == 1) {
+    const T* __restrict shifted = source + offset;
+#pragma GCC unroll 1
+    for (int64_t ow = a; ow < e; ow++) dest[ow] = shifted[ow];
+  } else {
+    for (int64_t ow = a; ow < e; ow++) dest[ow] = source[ow * stride + offset];
+  }
+}
+
 // The columns [rows, chunk.columns()] of the chunk for the group whose
 // first input channel is channel0: zero where the window reads padding.
 template <typename T>
 void im2col(const T* x, const ConvGeometry& g, int64_t channel0, const Chunk& chunk, T* cols) {
   const int64_t width = chunk.columns(), span = chunk.span(), in_plane = g.in_plane();
   const int64_t stride = g.stride[2];
-  for_each_row(g, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
-    const int64_t offset = l * g.dilation[2] - g.pad_before[2];
-    int64_t lo, hi;
-    inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
-    for (int64_t b = 0; b < chunk.count; b++) {
-      const T* image = x + ((chunk.first + b) * g.c + channel0 + c) * in_plane;
-      T* out = cols + row * width + b * span;
-      for_each_line(g, chunk.begin, chunk.end,
-                    [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
-                      T* dest = out + at - ow0;  // dest[ow]
-                      const int64_t line = input_line(g, od, oh, i, j);
-                      if (line < 0) {
-                        std::fill(dest + ow0, dest + ow1, T(0));
-                        return;
-                      }
-                      const T* source = image + line * g.in[2];
-                      const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
-                      std::fill(dest + ow0, dest + a, T(0));
-                      if (stride == 1) {
-                        std::memcpy(dest + a, source + a + offset,
-                                    static_cast<size_t>(e - a) * sizeof(T));
-                      } else {
-                        for (int64_t ow = a; ow < e; ow++) dest[ow] = source[ow * stride + offset];
-                      }
-                      std::fill(dest + e, dest + ow1, T(0));
-                    });
-    }
-  });
+  for_each_row(
+      g, g.channels_per_group, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
+        const int64_t offset = l * g.dilation[2] - g.pad_before[2];
+        int64_t lo, hi;
+        inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
+        for (int64_t b = 0; b < chunk.count; b++) {
+          const T* image = x + ((chunk.first + b) * g.c + channel0 + c) * in_plane;
+          T* out = cols + row * width + b * span;
+          for_each_line(g, chunk.begin, chunk.end,
+                        [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
+                          T* dest = out + at - ow0;  // dest[ow]
+                          const int64_t line = input_line(g, od, oh, i, j);
+                          if (line < 0) {
+                            std::fill(dest + ow0, dest + ow1, T(0));
+                            return;
+                          }
+                          const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
+                          std::fill(dest + ow0, dest + a, T(0));
+                          copy_line(dest, image + line * g.in[2], stride, offset, a, e);
+                          std::fill(dest + e, dest + ow1, T(0));
+                        });
+        }
+      });
 }
 
-// The inverse: adds the columns into grad_x's channels of the group.
+// The inverse: adds the columns of `channels` channels into grad_x's,
+// from channel0 on.
 template <typename T>
-void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, const Chunk& chunk, T* grad_x) {
+void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, int64_t channels,
+            const Chunk& chunk, T* grad_x) {
   const int64_t width = chunk.columns(), span = chunk.span(), in_plane = g.in_plane();
   const int64_t stride = g.stride[2];
-  for_each_row(g, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
+  for_each_row(g, channels, [&](int64_t row, int64_t c, int64_t i, int64_t j, int64_t l) {
     const int64_t offset = l * g.dilation[2] - g.pad_before[2];
     int64_t lo, hi;
     inside_range(g.in[2], g.out[2], stride, offset, &lo, &hi);
@@ -209,57 +273,61 @@ void col2im(const T* cols, const ConvGeometry& g, int64_t channel0, const Chunk&
                     [&](int64_t od, int64_t oh, int64_t ow0, int64_t ow1, int64_t at) {
                       const int64_t line = input_line(g, od, oh, i, j);
                       if (line < 0) return;
-                      T* target = image + line * g.in[2];
-                      const T* source = in + at - ow0;  // source[ow]
+                      T* __restrict target = image + line * g.in[2];
+                      const T* __restrict source = in + at - ow0;  // source[ow]
                       const int64_t a = std::clamp(lo, ow0, ow1), e = std::clamp(hi, a, ow1);
-                      for (int64_t ow = a; ow < e; ow++) target[ow * stride + offset] += source[ow];
+                      if (stride == 1) {
+                        T* __restrict shifted = target + offset;
+                        for (int64_t ow = a; ow < e; ow++) shifted[ow] += source[ow];
+                      } else {
+                        for (int64_t ow = a; ow < e; ow++) {
+                          target[ow * stride + offset] += source[ow];
+                        }
+                      }
                     });
     }
   });
 }
 
-// Rows [rows, plane] of `count` samples lying `sample_stride` apart, side by
-// side as [rows, count * span] (positions begin..end of each), or back.
-template <typename T>
-void gather_samples(const T* samples, int64_t sample_stride, int64_t plane, int64_t rows,
-                    const Chunk& chunk, T* out) {
-  for (int64_t r = 0; r < rows; r++) {
-    for (int64_t b = 0; b < chunk.count; b++) {
-      std::memcpy(out + (r * chunk.count + b) * chunk.span(),
-                  samples + b * sample_stride + r * plane + chunk.begin,
-                  static_cast<size_t>(chunk.span()) * sizeof(T));
-    }
-  }
-}
-
 // A group's rows of grad_y (or y) for a chunk: a matrix [O/groups,
-// chunk.columns()] and its leading dimension; gathered into `scratch` when
-// the chunk spans several samples.
+// chunk.columns()] and its leading dimension; gathered into `buffer` (of
+// that size) when the chunk spans several samples.
 template <typename T>
 std::pair<const T*, int64_t> output_rows(const T* y, const ConvGeometry& g, int64_t group,
-                                         const Chunk& chunk, std::vector<T>& scratch,
-                                         size_t offset) {
-  const int64_t plane = g.out_plane(), og = g.outputs_per_group;
+                                         const Chunk& chunk, T* buffer) {
+  const int64_t plane = g.out_plane(), og = g.outputs_per_group, span = chunk.span();
   const T* rows = y + (chunk.first * g.o + group * og) * plane + chunk.begin;
   if (chunk.count == 1) return {rows, plane};
-  scratch.resize(offset + static_cast<size_t>(og * chunk.columns()));
-  gather_samples(rows, g.o * plane, plane, og, chunk, scratch.data() + offset);
-  return {scratch.data() + offset, chunk.columns()};
+  for (int64_t r = 0; r < og; r++) {
+    for (int64_t b = 0; b < chunk.count; b++) {
+      std::copy_n(rows + b * g.o * plane + r * plane, span, buffer + (r * chunk.count + b) * span);
+    }
+  }
+  return {buffer, chunk.columns()};
 }
 
-// A group's columns for a chunk: the input itself when pointwise, else
-// built into `scratch` at `offset`.
+// A group's columns for a chunk: the input itself when direct, else built
+// into `buffer` (of g.rows() * chunk.columns()).
 template <typename T>
-std::pair<const T*, int64_t> input_columns(const T* x, const ConvGeometry& g, int64_t group,
-                                           const Chunk& chunk, std::vector<T>& scratch,
-                                           size_t offset) {
+std::pair<const T*, int64_t> input_columns(const T* x, const ConvGeometry& g,
+                                           const Chunking& chunking, int64_t group,
+                                           const Chunk& chunk, T* buffer) {
   const int64_t channel0 = group * g.channels_per_group;
-  if (g.pointwise()) {
+  if (chunking.direct()) {
     return {x + (chunk.first * g.c + channel0) * g.in_plane() + chunk.begin, g.in_plane()};
   }
-  scratch.resize(offset + static_cast<size_t>(g.rows() * chunk.columns()));
-  im2col(x, g, channel0, chunk, scratch.data() + offset);
-  return {scratch.data() + offset, chunk.columns()};
+  im2col(x, g, channel0, chunk, buffer);
+  return {buffer, chunk.columns()};
+}
+
+// Elements of a chunk's columns in scratch (none when direct).
+int64_t columns_size(const ConvGeometry& g, const Chunking& chunking, const Chunk& chunk) {
+  return chunking.direct() ? 0 : g.rows() * chunk.columns();
+}
+
+// Elements of a chunk's gathered output rows in scratch (none for one sample).
+int64_t gathered_size(const ConvGeometry& g, const Chunk& chunk) {
+  return chunk.count == 1 ? 0 : g.outputs_per_group * chunk.columns();
 }
 
 template <typename T>
@@ -267,37 +335,40 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
              const Array& y_array) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), plane = g.out_plane(), og = g.outputs_per_group;
+  const int64_t bands = band_count(chunking.count() * g.groups, kMinBandItems, og, kBandAlign);
   const T* x = x_array.data<T>();
   const T* w = weight.data<T>();
   const T* b = bias.defined() ? bias.data<T>() : nullptr;
   T* y = y_array.data<T>();
-  for_each_item<T>(chunking.count() * g.groups, [&](int64_t item, std::vector<T>& scratch) {
-    const Chunk chunk = chunking.chunk(item / g.groups);
-    const int64_t group = item % g.groups;
-    const auto [columns, ld] = input_columns(x, g, group, chunk, scratch, 0);
-    const T* group_weight = w + group * og * rows;
+  for_each_item(chunking.count() * g.groups * bands, [&](int64_t item) {
+    const Chunk chunk = chunking.chunk(item / (g.groups * bands));
+    const int64_t group = item / bands % g.groups;
+    const auto [r0, r1] = band_range(og, bands, item % bands, kBandAlign);
+    if (r0 == r1) return;
+    const int64_t cols_size = columns_size(g, chunking, chunk);
+    T* scratch = thread_scratch<T>(cols_size + gathered_size(g, chunk));
+    const auto [columns, ld] = input_columns(x, g, chunking, group, chunk, scratch);
+    const T* band_weight = w + (group * og + r0) * rows;
     const int64_t width = chunk.columns(), span = chunk.span();
     if (chunk.count == 1) {  // straight into y[n] [O, plane]
-      T* target = y + (chunk.first * g.o + group * og) * plane + chunk.begin;
-      gemm<T>(false, false, og, span, rows, group_weight, rows, columns, ld, target, plane);
+      T* target = y + (chunk.first * g.o + group * og + r0) * plane + chunk.begin;
+      gemm<T>(false, false, r1 - r0, span, rows, band_weight, rows, columns, ld, target, plane);
       if (b) {
-        for (int64_t r = 0; r < og; r++) {
+        for (int64_t r = r0; r < r1; r++) {
           const T add = b[group * og + r];
-          for (T* at = target + r * plane; at < target + r * plane + span; at++) *at += add;
+          T* at = target + (r - r0) * plane;
+          for (int64_t p = 0; p < span; p++) at[p] += add;
         }
       }
       return;
     }
-    const size_t product_at = scratch.size();
-    scratch.resize(product_at + static_cast<size_t>(og * width));
-    const T* cols = scratch.data();  // the columns lie first (the resize may move them)
-    T* product = scratch.data() + product_at;
-    gemm<T>(false, false, og, width, rows, group_weight, rows, cols, width, product, width);
-    for (int64_t r = 0; r < og; r++) {
+    T* product = scratch + cols_size;
+    gemm<T>(false, false, r1 - r0, width, rows, band_weight, rows, columns, ld, product, width);
+    for (int64_t r = r0; r < r1; r++) {
       const T add = b ? b[group * og + r] : T(0);
       for (int64_t s = 0; s < chunk.count; s++) {
-        const T* from = product + r * width + s * span;
-        T* to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
+        const T* __restrict from = product + (r - r0) * width + s * span;
+        T* __restrict to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
         for (int64_t p = 0; p < span; p++) to[p] = from[p] + add;
       }
     }
@@ -324,90 +395,97 @@ void backward_input(const ConvGeometry& g, const Array& grad_y, const Array& wei
                     const Array& bias, const Array& grad_x) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), og = g.outputs_per_group, cg = g.channels_per_group;
-  const int64_t in_plane = g.in_plane();
+  const int64_t in_plane = g.in_plane(), taps = g.taps();
   const T* gy = grad_y.data<T>();
   const T* w = weight.data<T>();
   const T* b = bias.defined() ? bias.data<T>() : nullptr;
   T* gx = grad_x.data<T>();
-  // One task per unit (a sample, or a run of small samples) and group: the
-  // unit's chunks add into overlapping inputs, so they run in order.
+  // One task per unit (a sample, or a run of small samples), group and band
+  // of input channels: the unit's chunks add into overlapping inputs, so
+  // they run in order.
   const int64_t parts = chunking.chunks_per_unit();
-  for_each_item<T>(chunking.units() * g.groups, [&](int64_t item, std::vector<T>& scratch) {
-    const int64_t unit = item / g.groups, group = item % g.groups;
+  const int64_t bands = band_count(chunking.units() * g.groups, kMinItems, cg, 1);
+  for_each_item(chunking.units() * g.groups * bands, [&](int64_t item) {
+    const int64_t unit = item / (g.groups * bands), group = item / bands % g.groups;
+    const auto [c0, c1] = band_range(cg, bands, item % bands, 1);
+    if (c0 == c1) return;
     const Chunk whole = chunking.chunk(unit * parts);
-    const int64_t channel0 = group * cg;
-    const T* group_weight = w + group * og * rows;
+    const int64_t channel0 = group * cg + c0, channels = c1 - c0;
+    // Rows [c0 * taps, c1 * taps) of W^T: columns of the group's W.
+    const T* band_weight = w + group * og * rows + c0 * taps;
     for (int64_t part = 0; part < parts; part++) {
       const Chunk chunk = chunking.chunk(unit * parts + part);
-      const auto [rows_of_g, ld] = output_rows(gy, g, group, chunk, scratch, 0);
-      if (g.pointwise()) {  // grad_x[n] rows = W^T g, no columns
-        T* target = gx + (chunk.first * g.c + channel0) * in_plane;
-        gemm<T>(true, false, cg, chunk.span(), og, group_weight, rows, rows_of_g, ld, target,
+      const int64_t gathered = gathered_size(g, chunk);
+      const int64_t cols_size = chunking.direct() ? 0 : channels * taps * chunk.columns();
+      T* scratch = thread_scratch<T>(gathered + cols_size);
+      const auto [rows_of_g, ld] = output_rows(gy, g, group, chunk, scratch);
+      if (chunking.direct()) {  // grad_x[n] rows = W^T g, no columns
+        T* target = gx + (chunk.first * g.c + channel0) * in_plane + chunk.begin;
+        gemm<T>(true, false, channels, chunk.span(), og, band_weight, rows, rows_of_g, ld, target,
                 in_plane);
         continue;
       }
       if (part == 0) {
         for (int64_t s = whole.first; s < whole.first + whole.count; s++) {
           T* at = gx + (s * g.c + channel0) * in_plane;
-          std::fill(at, at + cg * in_plane, T(0));
+          std::fill(at, at + channels * in_plane, T(0));
         }
       }
-      const size_t cols_at = chunk.count == 1 ? 0 : static_cast<size_t>(og * chunk.columns());
-      scratch.resize(cols_at + static_cast<size_t>(rows * chunk.columns()));
-      const T* gathered = chunk.count == 1 ? rows_of_g : scratch.data();
-      T* cols = scratch.data() + cols_at;
-      // cols [rows, columns] = W^T [rows, O/groups] @ g [O/groups, columns]
-      gemm<T>(true, false, rows, chunk.columns(), og, group_weight, rows, gathered, ld, cols,
-              chunk.columns());
-      col2im(cols, g, channel0, chunk, gx);
+      T* cols = scratch + gathered;
+      // cols [band rows, columns] = W^T [band rows, O/groups] @ g [O/groups, columns]
+      gemm<T>(true, false, channels * taps, chunk.columns(), og, band_weight, rows, rows_of_g, ld,
+              cols, chunk.columns());
+      col2im(cols, g, channel0, channels, chunk, gx);
     }
-    if (b) add_channel_bias(gx, b, g, whole.first, whole.count, channel0, cg);
+    if (b) add_channel_bias(gx, b, g, whole.first, whole.count, channel0, channels);
   });
 }
 
+// The weight gradient's partial sums: task 0 of each group sums straight
+// into grad_weight, tasks 1.. into a buffer of the calling thread's, added
+// after in task order. A task of few may be split into bands of the
+// weight's output rows.
 template <typename T>
 void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_array,
                      const Array& grad_weight) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), og = g.outputs_per_group;
   const int64_t chunks = chunking.count(), tasks = std::min(chunks, kWeightTasks);
+  const int64_t bands = band_count(g.groups * tasks, kMinBandItems, og, kBandAlign);
   const int64_t size = og * rows;  // one group's weight
   const T* gy = grad_y.data<T>();
   const T* x = x_array.data<T>();
-  std::vector<T> partial(static_cast<size_t>(g.groups * tasks * size));
-  for_each_item<T>(g.groups * tasks, [&](int64_t item, std::vector<T>& scratch) {
-    const int64_t group = item / tasks, task = item % tasks;
+  T* out = grad_weight.data<T>();
+  T* partial = thread_scratch<T, kPartialSums>(g.groups * (tasks - 1) * size);
+  for_each_item(g.groups * tasks * bands, [&](int64_t item) {
+    const int64_t group = item / (tasks * bands), task = item / bands % tasks;
+    const auto [r0, r1] = band_range(og, bands, item % bands, kBandAlign);
+    if (r0 == r1) return;
     const int64_t first = task * chunks / tasks, last = (task + 1) * chunks / tasks;
-    T* sum = partial.data() + item * size;
-    std::vector<T> product;
+    T* sum = (task == 0 ? out + group * size : partial + (group * (tasks - 1) + task - 1) * size) +
+             r0 * rows;
+    const int64_t band_size = (r1 - r0) * rows;
     for (int64_t index = first; index < last; index++) {
       const Chunk chunk = chunking.chunk(index);
-      scratch.clear();
-      // The gathered rows first (when several samples), then the columns.
-      const auto [rows_of_g, ld_g] = output_rows(gy, g, group, chunk, scratch, 0);
-      const size_t cols_at = scratch.size();
-      const auto [cols_view, ld_cols] = input_columns(x, g, group, chunk, scratch, cols_at);
-      const T* gathered = chunk.count == 1 ? rows_of_g : scratch.data();
-      const T* cols = g.pointwise() ? cols_view : scratch.data() + cols_at;
-      T* target = sum;
+      // The gathered rows, the columns, then the product of a later chunk.
+      const int64_t gathered = gathered_size(g, chunk);
+      const int64_t cols_size = columns_size(g, chunking, chunk);
+      T* scratch = thread_scratch<T>(gathered + cols_size + (index > first ? band_size : 0));
+      const auto [rows_of_g, ld_g] = output_rows(gy, g, group, chunk, scratch);
+      const auto [cols, ld_cols] = input_columns(x, g, chunking, group, chunk, scratch + gathered);
+      T* product = scratch + gathered + cols_size;
+      // [band rows, rows] = g [band rows, columns] @ cols^T [columns, rows]
+      gemm<T>(false, true, r1 - r0, rows, chunk.columns(), rows_of_g + r0 * ld_g, ld_g, cols,
+              ld_cols, index > first ? product : sum, rows);
       if (index > first) {
-        product.resize(static_cast<size_t>(size));
-        target = product.data();
-      }
-      // [O/groups, rows] = g [O/groups, columns] @ cols^T [columns, rows]
-      gemm<T>(false, true, og, rows, chunk.columns(), gathered, ld_g, cols, ld_cols, target, rows);
-      if (index > first) {
-        for (int64_t e = 0; e < size; e++) sum[e] += product[static_cast<size_t>(e)];
+        for (int64_t e = 0; e < band_size; e++) sum[e] += product[e];
       }
     }
   });
-  T* out = grad_weight.data<T>();
   for (int64_t group = 0; group < g.groups; group++) {
     T* target = out + group * size;
-    const T* first = partial.data() + group * tasks * size;
-    std::copy(first, first + size, target);
     for (int64_t task = 1; task < tasks; task++) {
-      const T* add = first + task * size;
+      const T* add = partial + (group * (tasks - 1) + task - 1) * size;
       for (int64_t e = 0; e < size; e++) target[e] += add[e];
     }
   }

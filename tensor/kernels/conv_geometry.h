@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
 
 #include "conv.h"
 
@@ -67,6 +69,26 @@ inline void inside_range(int64_t in, int64_t out, int64_t stride, int64_t offset
                          int64_t* hi) {
   *lo = std::clamp<int64_t>(ceil_div(-offset, stride), 0, out);
   *hi = std::clamp<int64_t>(ceil_div(in - offset, stride), *lo, out);
+}
+
+// Scratch buffers of the calling thread, one per slot, kept from call to
+// call: a kernel asks for its buffer on every chunk, and a fresh vector
+// each time cost page faults and a zero fill (4% and 2% of a ResNet-18
+// call). A buffer only grows; its size is bounded by the chunk sizes
+// (conv.cpp's kScratchElements and products of one chunk) and, for
+// kPartialSums, by the weight gradient's partial sums.
+enum ScratchSlot { kChunkScratch, kPartialSums };
+
+template <typename T, ScratchSlot slot = kChunkScratch>
+T* thread_scratch(int64_t elements) {
+  thread_local std::unique_ptr<T[]> buffer;
+  thread_local int64_t capacity = 0;
+  if (elements > capacity) {
+    buffer.reset();
+    buffer = std::make_unique_for_overwrite<T[]>(static_cast<size_t>(elements));
+    capacity = elements;
+  }
+  return buffer.get();
 }
 
 // Direct kernels for depthwise convolutions (conv_depthwise.cpp).

@@ -272,6 +272,15 @@ void float_gemm(bool is_double, bool transpose_a, bool transpose_b, int64_t m, i
        m, n, k, a, lda, b, ldb, c, ldc);
 }
 
+void float_gemm_unsplit(bool is_double, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                        int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+                        int64_t ldc) {
+  const bool by_rows = m >= n;
+  gemm_band(is_double, transpose_a ? CblasTrans : CblasNoTrans,
+            transpose_b ? CblasTrans : CblasNoTrans, by_rows, 0, by_rows ? m : n, m, n, k, a, lda,
+            b, ldb, c, ldc);
+}
+
 void matmul_kernel(const Array& a, const Array& b, const Array& out) {
   LAZYLUA_ASSERT(a.rank() == 3 && b.rank() == 3 && out.rank() == 3);
   LAZYLUA_ASSERT(a.dtype == out.dtype && b.dtype == out.dtype && out.is_contiguous());

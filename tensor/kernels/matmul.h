@@ -19,4 +19,14 @@ void matmul_kernel(const Array& a, const Array& b, const Array& out);
 void float_gemm(bool is_double, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
                 const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc);
 
+// The same product as one BLAS call (or, when very long, a run of calls
+// cut by its size alone, as above), never split by the thread count: the
+// calls made depend only on the shapes. OpenBLAS's result for an element
+// can change in the last bits with the extent of the call that computes it
+// (its edge kernels sum in another order), so kernels whose bits must not
+// depend on the thread count call this and split the work themselves.
+void float_gemm_unsplit(bool is_double, bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                        int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+                        int64_t ldc);
+
 }  // namespace lazylua

@@ -3,9 +3,9 @@
 -- multiplier, bias, output_padding): values against a direct nested-loop
 -- reference written here, a few against PyTorch's values, gradients of x,
 -- weight and bias against central differences of that reference (f64),
--- layers big enough for the chunked, multi-sample, pointwise and depthwise
--- kernels, one recorded op per call, and clear errors that leave the
--- process usable.
+-- layers big enough for the chunked, multi-sample, pointwise (in place and
+-- gathered) and depthwise (phase planes) kernels, one recorded op per call,
+-- and clear errors that leave the process usable.
 local h = dofile("helpers.lua")
 
 -- ---- The reference: flat row-major lists and direct loops ----
@@ -212,6 +212,21 @@ local cases = {
   {name = "conv_transpose3d stride 2, output_padding {1, 0, 1}", transpose = true,
     x = {1, 2, 3, 2, 3}, w = {2, 2, 2, 2, 2}, bias = true,
     opts = {stride = 2, output_padding = {1, 0, 1}}},
+  -- The phase planes of the depthwise kernel: strides 3 and 2 (3 x 2 phases),
+  -- dilation, padding on one side only per dim, a multiplier of 3.
+  {name = "conv2d depthwise multiplier 3, stride {3, 2}, dilation {1, 2}, one-sided padding, bias",
+    x = {2, 2, 9, 11}, w = {6, 1, 3, 3}, bias = true,
+    opts = {groups = 2, stride = {3, 2}, dilation = {1, 2}, padding = {{2, 0}, {0, 3}}}},
+  {name = "conv2d depthwise over planes of more than one pass's 2048 positions",
+    x = {1, 2, 40, 60}, w = {2, 1, 3, 3}, opts = {groups = 2, padding = 1}},
+  {name = "conv1d depthwise stride 2 over a long line", x = {2, 3, 5000}, w = {3, 1, 5},
+    opts = {groups = 3, stride = 2, padding = 2}},
+  -- 1x1 windows: small planes of several samples are gathered into one
+  -- product; planes of 256 positions or more are read in place, per sample.
+  {name = "conv2d 1x1 over small planes of 9 samples (one gathered product), bias",
+    x = {9, 5, 3, 3}, w = {6, 5, 1, 1}, bias = true, opts = {}},
+  {name = "conv2d 1x1 over planes of 272 positions, one product per sample", x = {3, 3, 16, 17},
+    w = {4, 3, 1, 1}, opts = {}},
 }
 
 for _, case in ipairs(cases) do
@@ -262,7 +277,7 @@ local function check_gradients(case)
   end
 end
 
-for _, k in ipairs({1, 2, 5, 7, 11, 13, 14, 15, 16}) do
+for _, k in ipairs({1, 2, 5, 7, 11, 13, 14, 15, 16, 17, 20}) do
   local case = cases[k]
   h.test(case.name .. ": gradients of x, weight and bias against differences", function()
     check_gradients(case)
