@@ -50,8 +50,9 @@ int table(const char* path, int64_t batch, int threads, double budget, const std
   std::map<std::string, std::string> done;  // identical layers are measured once
   std::printf("model\tindex\tkind\tflops\t%s\n",
               onednn ? "nchw\tnchw_relu\tnchw_sum_relu\tnchw_bn_sum_relu\tany\tany_in\tany_out\t"
-                       "any_bn_sum_relu\tb16c\tb16c_in\tb16c_out\tb16c_bn_sum_relu\tnhwc_in\t"
-                       "nhwc_out\tnchw_impl\tnchw_bn_impl\tany_impl\tb16c_impl"
+                       "any_relu\tany_sum_relu\tany_bn_sum_relu\tb16c\tb16c_in\tb16c_out\t"
+                       "b16c_relu\tb16c_sum_relu\tb16c_bn_sum_relu\tnhwc_in\tnhwc_out\t"
+                       "nchw_impl\tnchw_bn_impl\tany_impl\tb16c_impl\tb16c_bn_impl"
                      : "xnn\txnn_relu");
   for (Layer l : read_layers(path)) {
     l.n = batch;
@@ -75,21 +76,26 @@ int table(const char* path, int64_t batch, int threads, double budget, const std
         add(median_ms([&] { conv.reorder_out(stream); }, budget));
       };
       if (onednn) {
-        std::string nchw_impl, nchw_bn_impl, any_impl, b16c_impl;
+        std::string nchw_impl, nchw_bn_impl, any_impl, b16c_impl, b16c_bn_impl;
         conv_only(Layout::nchw, Epilogue::none, &nchw_impl);
         conv_only(Layout::nchw, Epilogue::relu, nullptr);
         conv_only(Layout::nchw, Epilogue::sum_relu, nullptr);
         conv_only(Layout::nchw, Epilogue::bn_sum_relu, &nchw_bn_impl);
         with_reorders(Layout::any, &any_impl);
+        conv_only(Layout::any, Epilogue::relu, nullptr);
+        conv_only(Layout::any, Epilogue::sum_relu, nullptr);
         conv_only(Layout::any, Epilogue::bn_sum_relu, nullptr);
         with_reorders(Layout::nchw16c, &b16c_impl);
-        conv_only(Layout::nchw16c, Epilogue::bn_sum_relu, nullptr);
+        conv_only(Layout::nchw16c, Epilogue::relu, nullptr);
+        conv_only(Layout::nchw16c, Epilogue::sum_relu, nullptr);
+        conv_only(Layout::nchw16c, Epilogue::bn_sum_relu, &b16c_bn_impl);
         // The layout changes an NHWC library (XNNPACK) costs lazylua.
         using tag = dnnl::memory::format_tag;
         add(reorder_ms(engine, stream, {l.n, l.c, l.h, l.w}, tag::nchw, tag::nhwc, budget));
         add(reorder_ms(engine, stream, {l.n, l.o, l.out_h(), l.out_w()}, tag::nhwc, tag::nchw,
                        budget));
-        row += "\t" + nchw_impl + "\t" + nchw_bn_impl + "\t" + any_impl + "\t" + b16c_impl;
+        row += "\t" + nchw_impl + "\t" + nchw_bn_impl + "\t" + any_impl + "\t" + b16c_impl + "\t" +
+               b16c_bn_impl;
       } else {
         for (const bool relu : {false, true}) {
           XnnConv conv(l, in.x_nhwc.data(), in.weight.data(), in.bias.data(), pool, relu);

@@ -123,11 +123,16 @@ double relative_error(const float* a, const std::vector<double>& ref) {
 struct Tally {
   int layers = 0, same_threads = 0, same_runs = 0;
   double worst_thread_diff = 0, worst_error = 0;
-  void add(const std::vector<float>& one, const std::vector<float>& two,
+  std::set<std::string> differing;  // the kinds of layer whose bits depend on the threads
+  void add(const Layer& l, const std::vector<float>& one, const std::vector<float>& two,
            const std::vector<float>& two_again) {
     ++layers;
     const size_t bytes = one.size() * sizeof(float);
-    if (std::memcmp(one.data(), two.data(), bytes) == 0) ++same_threads;
+    if (std::memcmp(one.data(), two.data(), bytes) == 0)
+      ++same_threads;
+    else
+      differing.insert(l.kind() + (l.stride > 1 ? " s" + std::to_string(l.stride) : "") + " C" +
+                       std::to_string(l.c) + "@" + std::to_string(l.h));
     if (std::memcmp(two.data(), two_again.data(), bytes) == 0) ++same_runs;
     double diff = 0, scale = 0;
     for (size_t i = 0; i < one.size(); ++i) {
@@ -137,11 +142,16 @@ struct Tally {
     worst_thread_diff = std::max(worst_thread_diff, scale > 0 ? diff / scale : diff);
   }
   void print(const char* what, int batch) const {
-    std::printf("%-28s b%d  1 vs 2 threads bit-identical in %2d/%2d layers (worst %.1e)  "
+    std::printf("%-27s b%d  1 vs 2 threads bit-identical in %2d/%2d layers (worst %.1e)  "
                 "2 runs bit-identical in %2d/%2d",
                 what, batch, same_threads, layers, worst_thread_diff, same_runs, layers);
     if (worst_error > 0) std::printf("  max err vs double %.1e", worst_error);
     std::printf("\n");
+    if (!differing.empty()) {
+      std::printf("%34s differ:", "");
+      for (const auto& kind : differing) std::printf(" %s;", kind.c_str());
+      std::printf("\n");
+    }
   }
 };
 
@@ -180,7 +190,7 @@ int facts(const char* path) {
   dnnl::stream stream(engine);
   uint64_t hash = 1469598103934665603ull;
   for (const int64_t batch : {1, 8}) {
-    Tally plain, blocked, xnn, back_data, back_weights, back_bias;
+    Tally plain, blocked, blocked16, xnn, back_data, back_weights, back_bias;
     std::set<std::string> seen;
     for (Layer l : read_layers(path)) {
       l.n = batch;
@@ -190,9 +200,9 @@ int facts(const char* path) {
                                dy = random_values(l.dst_size(), 4);
       std::vector<float> x_nhwc(x.size());
       nchw_to_nhwc(x.data(), x_nhwc.data(), l.n, l.c, l.h * l.w);
-      auto forward = [&](bool is_blocked, int threads) {
+      auto forward = [&](Layout layout, int threads) {
         omp_set_num_threads(threads);
-        DnnlConv conv(engine, l, is_blocked ? Layout::any : Layout::nchw, Epilogue::none, x.data(), w.data(), b.data());
+        DnnlConv conv(engine, l, layout, Epilogue::none, x.data(), w.data(), b.data());
         conv.run(stream);
         const float* out = conv.output(stream);
         return std::vector<float>(out, out + l.dst_size());
@@ -208,22 +218,28 @@ int facts(const char* path) {
         omp_set_num_threads(threads);
         return dnnl_backward(engine, l, x.data(), w.data(), dy.data());
       };
-      const auto p1 = forward(false, 1), p2 = forward(false, 2), p2b = forward(false, 2);
-      const auto k1 = forward(true, 1), k2 = forward(true, 2), k2b = forward(true, 2);
+      const auto p1 = forward(Layout::nchw, 1), p2 = forward(Layout::nchw, 2),
+                 p2b = forward(Layout::nchw, 2);
+      const auto k1 = forward(Layout::any, 1), k2 = forward(Layout::any, 2),
+                 k2b = forward(Layout::any, 2);
+      const auto b1 = forward(Layout::nchw16c, 1), b2 = forward(Layout::nchw16c, 2),
+                 b2b = forward(Layout::nchw16c, 2);
       const auto x1 = xnn_forward(pool1), x2 = xnn_forward(pool2), x2b = xnn_forward(pool2);
       const auto g1 = backward(1), g2 = backward(2), g2b = backward(2);
-      plain.add(p1, p2, p2b);
-      blocked.add(k1, k2, k2b);
-      xnn.add(x1, x2, x2b);
-      back_data.add(g1.dx, g2.dx, g2b.dx);
-      back_weights.add(g1.dw, g2.dw, g2b.dw);
-      back_bias.add(g1.db, g2.db, g2b.db);
-      for (const auto* v : {&p2, &k2, &x2, &g2.dx, &g2.dw, &g2.db}) hash = digest(hash, *v);
+      plain.add(l, p1, p2, p2b);
+      blocked.add(l, k1, k2, k2b);
+      blocked16.add(l, b1, b2, b2b);
+      xnn.add(l, x1, x2, x2b);
+      back_data.add(l, g1.dx, g2.dx, g2b.dx);
+      back_weights.add(l, g1.dw, g2.dw, g2b.dw);
+      back_bias.add(l, g1.db, g2.db, g2b.db);
+      for (const auto* v : {&p2, &k2, &b2, &x2, &g2.dx, &g2.dw, &g2.db}) hash = digest(hash, *v);
       if (batch == 1) {
         const Reference r = reference(l, x, w, b, dy);
         auto worst = [](Tally& t, double e) { t.worst_error = std::max(t.worst_error, e); };
         worst(plain, relative_error(p2.data(), r.y));
         worst(blocked, relative_error(k2.data(), r.y));
+        worst(blocked16, relative_error(b2.data(), r.y));
         worst(xnn, relative_error(x2.data(), r.y));
         worst(back_data, relative_error(g2.dx.data(), r.dx));
         worst(back_weights, relative_error(g2.dw.data(), r.dw));
@@ -232,6 +248,7 @@ int facts(const char* path) {
     }
     plain.print("oneDNN forward, NCHW", int(batch));
     blocked.print("oneDNN forward, its layout", int(batch));
+    blocked16.print("oneDNN forward, nChw16c", int(batch));
     xnn.print("XNNPACK forward, NHWC", int(batch));
     back_data.print("oneDNN backward data", int(batch));
     back_weights.print("oneDNN backward weights", int(batch));

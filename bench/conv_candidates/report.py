@@ -69,11 +69,15 @@ EPILOGUES = [
     ("+sum(residual)+relu", "nchw_sum_relu"),
     ("+bn(binary mul,add)+sum+relu", "nchw_bn_sum_relu"),
     ("oneDNN NHWC* conv+bias", "any"),
-    ("NHWC* +bn+sum+relu", "any_bn_sum_relu"),
+    ("+relu", "any_relu"),
+    ("+sum+relu", "any_sum_relu"),
+    ("+bn+sum+relu", "any_bn_sum_relu"),
     ("oneDNN nChw16c conv+bias", "b16c"),
-    ("nChw16c +bn+sum+relu", "b16c_bn_sum_relu"),
+    ("+relu", "b16c_relu"),
+    ("+sum+relu", "b16c_sum_relu"),
+    ("+bn+sum+relu", "b16c_bn_sum_relu"),
     ("XNNPACK conv+bias", "xnn"),
-    ("XNNPACK +relu (clamp)", "xnn_relu"),
+    ("+relu (clamp)", "xnn_relu"),
 ]
 
 
@@ -146,8 +150,9 @@ def main():
             for layer, row in rows:
                 kind = describe(layer).split(" ")[0]
                 impls.setdefault(kind, set()).add(
-                    "NCHW %s; NHWC* %s; nChw16c %s; with binary post-ops on NCHW %s" % (
-                        row["nchw_impl"], row["any_impl"], row["b16c_impl"], row["nchw_bn_impl"]))
+                    "NCHW %s; NHWC* %s; nChw16c %s; with binary post-ops: NCHW %s, nChw16c %s" % (
+                        row["nchw_impl"], row["any_impl"], row["b16c_impl"], row["nchw_bn_impl"],
+                        row["b16c_bn_impl"]))
             print("\noneDNN's implementations (impl/src layout): " + "; ".join(
                 "**%s**: %s" % (k, " | ".join(sorted(v))) for k, v in impls.items()))
     print("\nNHWC* is the layout oneDNN picks when left free (`format_tag::any`). "
