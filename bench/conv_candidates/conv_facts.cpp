@@ -265,7 +265,10 @@ namespace {
 // Busy arithmetic that the compiler cannot remove.
 double spin_work(int64_t iterations) {
   double a = 1.0;
-  for (int64_t i = 0; i < iterations; ++i) a = a * 1.0000001 + 1e-9;
+  for (int64_t i = 0; i < iterations; ++i) {
+    a = a * 1.0000001 + 1e-9;
+    asm volatile("" : "+x"(a));  // a dependent chain the compiler must keep
+  }
   return a;
 }
 
@@ -326,18 +329,16 @@ class SleepingPair {
 }  // namespace
 
 int idle(const char* path, int threads) {
-  // Iterations of spin_work that take 1 ms on one core.
-  int64_t iterations = 100000;
-  for (;;) {
+  // Iterations of spin_work that take 1 ms on one core (the fastest of a
+  // few tries: another process may take the core during one).
+  int64_t iterations = 1 << 20;
+  double fastest = 1e30;
+  for (int attempt = 0; attempt < 20; ++attempt) {
     const double start = now_ms();
     spin_work(iterations);
-    const double took = now_ms() - start;
-    if (took > 5) {
-      iterations = int64_t(double(iterations) / took);
-      break;
-    }
-    iterations *= 2;
+    fastest = std::min(fastest, now_ms() - start);
   }
+  iterations = int64_t(double(iterations) / fastest);
   SleepingPair other(iterations);
   const double budget = 400;
   // Measured first, before any library has started a thread.
