@@ -6,10 +6,13 @@
 --
 --   LAZYLUA_EAGER=1 LAZYLUA_THREADS=2 lazylua lazylua_layers.lua LAYERS BATCH BUDGET_MS
 --
--- Prints one TSV row per layer: model, index, milliseconds.
+-- Prints one TSV row per layer: model, index, milliseconds (the median, or
+-- the minimum with CONV_BENCH_STAT=min, as conv_bench).
 local path, batch, budget = arg[1], math.tointeger(tonumber(arg[2])), tonumber(arg[3])
 assert(path and batch and budget, "usage: lazylua_layers.lua LAYERS BATCH BUDGET_MS")
 local now = require("progress").now
+-- The median of the calls, or their minimum with CONV_BENCH_STAT=min (as conv_bench).
+local minimum = os.getenv("CONV_BENCH_STAT") == "min"
 
 local function median_ms(call)
   call()
@@ -24,7 +27,7 @@ local function median_ms(call)
     total = total + took
   end
   table.sort(times)
-  return times[#times // 2 + 1]
+  return minimum and times[1] or times[#times // 2 + 1]
 end
 
 tensor.manual_seed(1)

@@ -9,7 +9,8 @@
 # Environment: LAZYLUA (the binary; default build/lazylua of this checkout,
 # else /work/main/build/lazylua), THREADS (2), BATCHES ("1 8"),
 # BUDGET_MS (at least this much steady time per measurement; 300),
-# PARTS ("table facts idle"), LAYERS (the layer list; layers.txt).
+# PARTS ("table facts idle"), LAYERS (the layer list; layers.txt), STAT
+# (median, or min: the fastest call, for a machine shared with other work).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -17,6 +18,7 @@ threads="${THREADS:-2}"
 batches="${BATCHES:-1 8}"
 budget="${BUDGET_MS:-300}"
 parts="${PARTS:-table facts idle}"
+export CONV_BENCH_STAT="${STAT:-median}"
 lazylua="${LAZYLUA:-$root/build/lazylua}"
 [ -x "$lazylua" ] || lazylua=/work/main/build/lazylua
 # lazylua picks OpenBLAS's best core itself when the user has not chosen one.
@@ -30,7 +32,7 @@ mkdir -p "$results"
 echo "# Convolution candidates: lazylua, oneDNN, XNNPACK"
 echo
 echo "$(date -u '+%F %T') UTC; $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)); $threads threads; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "lazylua: $lazylua (eager mode: the kernel alone); every time is the median of at least 7 steady calls and ${budget} ms, each call timed alone."
+echo "lazylua: $lazylua (eager mode: the kernel alone); every time is the $CONV_BENCH_STAT of at least 7 steady calls and ${budget} ms, each call timed alone (after 2 warm-up calls)."
 
 if [[ " $parts " == *" table "* ]]; then
   for batch in $batches; do
