@@ -208,7 +208,7 @@ class DnnlConv {
 class XnnConv {
  public:
   XnnConv(const Layer& l, const float* x_nhwc, const float* weight, const float* bias,
-          pthreadpool_t pool, bool relu = false)
+          pthreadpool_t pool, bool relu = false, uint32_t flags = 0)
       : layer_(l), dst_(size_t(l.dst_size())) {
     const int64_t cg = l.c / l.groups, og = l.o / l.groups;
     std::vector<float> packed(size_t(l.weight_size()));
@@ -224,7 +224,7 @@ class XnnConv {
               p, p, p, p, uint32_t(l.kh), uint32_t(l.kw), uint32_t(l.stride), uint32_t(l.stride),
               uint32_t(l.dilation), uint32_t(l.dilation), uint32_t(l.groups), size_t(cg),
               size_t(og), size_t(l.c), size_t(l.o), packed.data(), bias,
-              relu ? 0.0f : -INFINITY, INFINITY, 0, &op_) == xnn_status_success,
+              relu ? 0.0f : -INFINITY, INFINITY, flags, &op_) == xnn_status_success,
           "xnn_create_convolution2d_nhwc_f32 failed");
     check(xnn_setup_convolution2d_nhwc_f32(op_, size_t(l.n), size_t(l.h), size_t(l.w), x_nhwc,
                                            dst_.data(), pool) == xnn_status_success,

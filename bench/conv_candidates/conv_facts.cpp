@@ -404,6 +404,11 @@ int idle(const char* path, int threads) {
       XnnConv conv(l, x_nhwc.data(), w.data(), b.data(), pool);
       report("XNNPACK", [&] { conv.run(pool); });
     }
+    {
+      // Its workers go to sleep at once after the call instead of spinning.
+      XnnConv conv(l, x_nhwc.data(), w.data(), b.data(), pool, false, XNN_FLAG_YIELD_WORKERS);
+      report("XNN+yield", [&] { conv.run(pool); });
+    }
   }
   pthreadpool_destroy(pool);
   return other.sink() > 0 ? 0 : 1;
