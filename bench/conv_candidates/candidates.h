@@ -64,9 +64,9 @@ enum class Epilogue {
 
 // Where oneDNN's src and dst lie.
 enum class Layout {
-  nchw,      // as lazylua holds them
-  any,       // the layout the primitive picks (NHWC for brgconv in 2.6)
-  nchw16c,   // nChw16c, the classic AVX-512 blocked layout
+  nchw,     // as lazylua holds them
+  any,      // the layout the primitive picks (NHWC for brgconv in 2.6)
+  nchw16c,  // nChw16c, the classic AVX-512 blocked layout
 };
 
 // oneDNN's forward convolution, src and dst in one of the Layouts (weights
@@ -93,12 +93,11 @@ class DnnlConv {
                          : layout == Layout::any ? tag::any
                                                  : tag::nChw16c;
     const dnnl::memory::desc src_any(src_dims, dt::f32, data_tag),
-        dst_any(dst_dims, dt::f32, data_tag),
-        wei_any(wei_dims, dt::f32, tag::any);
+        dst_any(dst_dims, dt::f32, data_tag), wei_any(wei_dims, dt::f32, tag::any);
     const dnnl::memory::dims strides{l.stride, l.stride}, dilates{l.dilation - 1, l.dilation - 1},
         pads{l.pad, l.pad};
-    dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_auto, src_any,
-                                         wei_any, bias_md, dst_any, strides, dilates, pads, pads);
+    dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_auto, src_any, wei_any,
+                                         bias_md, dst_any, strides, dilates, pads, pads);
     dnnl::primitive_attr attr;
     dnnl::post_ops ops;
     const dnnl::memory::desc channel_md({1, l.o, 1, 1}, dt::f32, tag::abcd);
@@ -223,8 +222,8 @@ class XnnConv {
     check(xnn_create_convolution2d_nhwc_f32(
               p, p, p, p, uint32_t(l.kh), uint32_t(l.kw), uint32_t(l.stride), uint32_t(l.stride),
               uint32_t(l.dilation), uint32_t(l.dilation), uint32_t(l.groups), size_t(cg),
-              size_t(og), size_t(l.c), size_t(l.o), packed.data(), bias,
-              relu ? 0.0f : -INFINITY, INFINITY, flags, &op_) == xnn_status_success,
+              size_t(og), size_t(l.c), size_t(l.o), packed.data(), bias, relu ? 0.0f : -INFINITY,
+              INFINITY, flags, &op_) == xnn_status_success,
           "xnn_create_convolution2d_nhwc_f32 failed");
     check(xnn_setup_convolution2d_nhwc_f32(op_, size_t(l.n), size_t(l.h), size_t(l.w), x_nhwc,
                                            dst_.data(), pool) == xnn_status_success,

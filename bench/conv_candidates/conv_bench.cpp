@@ -37,8 +37,9 @@ double reorder_ms(const dnnl::engine& engine, dnnl::stream& stream, const dnnl::
 
 // One TSV row per layer: the times of every variant of one library (each
 // library runs in a process of its own: an OpenMP pool that spins after
-// oneDNN's calls would slow XNNPACK's threads down). A oneDNN variant that falls back to the reference implementation ("ref:",
-// seconds per call) is not timed: its time is nan, its name says why.
+// oneDNN's calls would slow XNNPACK's threads down). A oneDNN variant that falls back to the
+// reference implementation ("ref:", seconds per call) is not timed: its time is nan, its name says
+// why.
 int table(const char* path, int64_t batch, int threads, double budget, const std::string& library) {
   check(library == "onednn" || library == "xnnpack", "the library is onednn or xnnpack");
   const bool onednn = library == "onednn";

@@ -38,7 +38,8 @@ Gradients dnnl_backward(const dnnl::engine& engine, const Layer& l, const float*
   const dnnl::memory::dims wei_dims =
       l.groups == 1 ? dnnl::memory::dims{l.o, l.c, l.kh, l.kw}
                     : dnnl::memory::dims{l.groups, l.o / l.groups, l.c / l.groups, l.kh, l.kw};
-  const dnnl::memory::desc src_md(src_dims, dt::f32, tag::nchw), dst_md(dst_dims, dt::f32, tag::nchw),
+  const dnnl::memory::desc src_md(src_dims, dt::f32, tag::nchw),
+      dst_md(dst_dims, dt::f32, tag::nchw),
       user_wei(wei_dims, dt::f32, l.groups == 1 ? tag::oihw : tag::goihw),
       wei_any(wei_dims, dt::f32, tag::any), bias_md({l.o}, dt::f32, tag::x);
   const dnnl::memory::dims strides{l.stride, l.stride}, dilates{l.dilation - 1, l.dilation - 1},
@@ -59,10 +60,12 @@ Gradients dnnl_backward(const dnnl::engine& engine, const Layer& l, const float*
       dy_mem(dst_md, engine, const_cast<float*>(dy)), dx_mem(src_md, engine, grads.dx.data()),
       user_w(user_wei, engine, const_cast<float*>(weight)),
       user_dw(user_wei, engine, grads.dw.data()), db_mem(bias_md, engine, grads.db.data());
-  dnnl::memory w_mem(data_pd.weights_desc(), engine), dw_mem(weights_pd.diff_weights_desc(), engine);
+  dnnl::memory w_mem(data_pd.weights_desc(), engine),
+      dw_mem(weights_pd.diff_weights_desc(), engine);
   dnnl::reorder(user_w, w_mem).execute(stream, user_w, w_mem);
   dnnl::convolution_backward_data(data_pd).execute(
-      stream, {{DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}});
+      stream,
+      {{DNNL_ARG_DIFF_DST, dy_mem}, {DNNL_ARG_WEIGHTS, w_mem}, {DNNL_ARG_DIFF_SRC, dx_mem}});
   dnnl::convolution_backward_weights(weights_pd)
       .execute(stream, {{DNNL_ARG_SRC, x_mem},
                         {DNNL_ARG_DIFF_DST, dy_mem},
@@ -144,9 +147,10 @@ struct Tally {
     worst_thread_diff = std::max(worst_thread_diff, scale > 0 ? diff / scale : diff);
   }
   void print(const char* what, int batch) const {
-    std::printf("%-27s b%d  1 vs 2 threads bit-identical in %2d/%2d layers (worst %.1e)  "
-                "2 runs bit-identical in %2d/%2d",
-                what, batch, same_threads, layers, worst_thread_diff, same_runs, layers);
+    std::printf(
+        "%-27s b%d  1 vs 2 threads bit-identical in %2d/%2d layers (worst %.1e)  "
+        "2 runs bit-identical in %2d/%2d",
+        what, batch, same_threads, layers, worst_thread_diff, same_runs, layers);
     if (worst_error > 0) std::printf("  max err vs double %.1e", worst_error);
     std::printf("\n");
     if (!differing.empty()) {
@@ -159,19 +163,27 @@ struct Tally {
 
 uint64_t digest(uint64_t hash, const std::vector<float>& values) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
-  for (size_t i = 0; i < values.size() * sizeof(float); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i)
+    hash = (hash ^ bytes[i]) * 1099511628211ull;
   return hash;
 }
 
 const char* isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    default: return "other";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    default:
+      return "other";
   }
 }
 
@@ -179,10 +191,10 @@ const char* isa_name(dnnl::cpu_isa isa) {
 
 int facts(const char* path) {
   const dnnl_version_t* version = dnnl_version();
-  std::printf("oneDNN %d.%d.%d, CPU runtime %s, effective ISA %s, max threads %d\n",
-              version->major, version->minor, version->patch,
-              version->cpu_runtime == DNNL_RUNTIME_OMP    ? "OpenMP"
-              : version->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB"
+  std::printf("oneDNN %d.%d.%d, CPU runtime %s, effective ISA %s, max threads %d\n", version->major,
+              version->minor, version->patch,
+              version->cpu_runtime == DNNL_RUNTIME_OMP          ? "OpenMP"
+              : version->cpu_runtime == DNNL_RUNTIME_TBB        ? "TBB"
               : version->cpu_runtime == DNNL_RUNTIME_THREADPOOL ? "threadpool"
                                                                 : "other",
               isa_name(dnnl::get_effective_cpu_isa()), omp_get_max_threads());
@@ -279,7 +291,8 @@ double spin_work(int64_t iterations) {
 // each doing the same amount of busy arithmetic.
 class SleepingPair {
  public:
-  explicit SleepingPair(int64_t iterations) : iterations_(iterations), worker_([this] { loop(); }) {}
+  explicit SleepingPair(int64_t iterations)
+      : iterations_(iterations), worker_([this] { loop(); }) {}
   ~SleepingPair() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -361,9 +374,10 @@ int idle(const char* path, int threads) {
   pthreadpool_t pool = pthreadpool_create(size_t(threads));
   std::printf("%-34s %-8s %9s %9s %9s %6s %9s\n", "layer (batch 1)", "library", "conv ms",
               "+work ms", "sum ms", "ratio", "idle CPU");
-  std::printf("(+work: a call then the other work; sum: the call alone + the work alone; ratio:"
-              " +work / sum;\n idle CPU: ms of CPU the process burns in the 20 ms the caller"
-              " sleeps after a call)\n");
+  std::printf(
+      "(+work: a call then the other work; sum: the call alone + the work alone; ratio:"
+      " +work / sum;\n idle CPU: ms of CPU the process burns in the 20 ms the caller"
+      " sleeps after a call)\n");
   for (const Layer& l : read_layers(path)) {
     const bool wanted = (l.model == "resnet18" && l.index == 6) ||
                         (l.model == "mobilenet_v2" && (l.index == 7 || l.index == 8));
