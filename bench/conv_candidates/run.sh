@@ -54,7 +54,7 @@ if [[ " $parts " == *" facts "* ]]; then
   grep -E '^(resnet18 6|mobilenet_v2 7) ' "$layers" > "$results/two_layers.txt"
   ONEDNN_VERBOSE=1 "$bench" table "$results/two_layers.txt" 1 "$threads" 1 onednn 2>&1 |
     grep -E '^onednn_verbose,(info,cpu|exec,cpu,convolution)' | cut -d, -f1-7 | sort -u
-  echo "libdnnl.so links: $(ldd "$(ldconfig -p | sed -n 's/.*libdnnl.so.2 .*=> //p' | head -1)" | grep -oE 'lib(gomp|omp|iomp5|tbb)[^ ]*' | tr '\n' ' ')"
+  echo "libdnnl.so links: $(ldd "$(ldconfig -p | sed -n 's/.*libdnnl.so.2 .*=> //p' | head -1)" | grep -oE 'lib(gomp|omp|iomp5|tbb)[^ ]*' | sort -u | tr '\n' ' ')"
   echo '```'
   echo
   echo "## Determinism and accuracy (two processes; the digest must match)"
