@@ -250,7 +250,7 @@ local function pool_geometry(ctx, x, attrs)
         kernel[i])
     end
   end
-  local out, extra = {}, {}
+  local out, extra, slack = {}, {}, {}
   for i = 1, n do
     local keff = (kernel[i] - 1) * dilations[i] + 1
     local span = in_sizes[i] + begins[i] + ends[i] - keff
@@ -265,17 +265,33 @@ local function pool_geometry(ctx, x, attrs)
     if o < 1 then ctx:error("the kernel is larger than the padded input") end
     out[i] = o
     extra[i] = math.max(0, (o - 1) * strides[i] + keff - (in_sizes[i] + begins[i] + ends[i]))
+    -- The room windows_along's views take past the last window.
+    slack[i] = strides[i] == 1 and 0 or math.max(0, keff - 1 + o * strides[i] - (in_sizes[i] + begins[i] + ends[i] + extra[i]))
   end
-  return {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, out = out,
+  return {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, slack = slack, out = out,
     in_sizes = in_sizes, strides = strides, dilations = dilations}
 end
 
 -- The windows of one spatial dim i (dim i + 2 of t, already padded): a list
 -- of kernel[i] tensors, each the window's k-th element for every output.
+-- A stride above 1 takes views, not gathers: the out * stride elements from
+-- the window's k-th as [out, stride], their first column (pad_for_pool
+-- leaves room for the last window's whole stride).
 local function windows_along(t, g, i)
-  local list = {}
+  local list, d, step, count = {}, i + 2, g.strides[i], g.out[i]
+  local size = t:size()
+  local split = {}
+  for j = 1, #size do
+    split[#split + 1] = j == d and count or size[j]
+    if j == d then split[#split + 1] = step end
+  end
   for k = 0, g.kernel[i] - 1 do
-    list[k + 1] = strided(t, i + 2, k * g.dilations[i], g.out[i], g.strides[i])
+    local start = k * g.dilations[i]
+    if step == 1 then
+      list[k + 1] = t:narrow(d, start + 1, count)
+    else
+      list[k + 1] = t:narrow(d, start + 1, count * step):reshape(table.unpack(split)):select(d + 1, 1)
+    end
   end
   return list
 end
@@ -284,7 +300,7 @@ end
 -- extra with `extra_fill`.
 local function pad_for_pool(t, g, i, fill, extra_fill, mode)
   t = pad_dim(t, i + 2, g.begins[i], g.ends[i], fill, mode)
-  return pad_dim(t, i + 2, 0, g.extra[i], extra_fill)
+  return pad_dim(t, i + 2, 0, g.extra[i] + g.slack[i], extra_fill)
 end
 
 local lowest = {i32 = -2147483648, i64 = math.mininteger}
