@@ -266,7 +266,8 @@ local function pool_geometry(ctx, x, attrs)
     out[i] = o
     extra[i] = math.max(0, (o - 1) * strides[i] + keff - (in_sizes[i] + begins[i] + ends[i]))
     -- The room windows_along's views take past the last window.
-    slack[i] = strides[i] == 1 and 0 or math.max(0, keff - 1 + o * strides[i] - (in_sizes[i] + begins[i] + ends[i] + extra[i]))
+    local padded = in_sizes[i] + begins[i] + ends[i] + extra[i]
+    slack[i] = strides[i] == 1 and 0 or math.max(0, keff - 1 + o * strides[i] - padded)
   end
   return {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, slack = slack, out = out,
     in_sizes = in_sizes, strides = strides, dilations = dilations}
