@@ -9,7 +9,7 @@ local tensor = require "tensor"
 
 local H = require "lazylua.onnx_nn_common"
 local dim_of, product, filled, is_float, pad_dim = H.dim_of, H.product, H.filled, H.is_float, H.pad_dim
-local strided, add_bias, per_channel = H.strided, H.add_bias, H.per_channel
+local strided, add_bias, per_channel, pad_spatial = H.strided, H.add_bias, H.per_channel, H.pad_spatial
 local int_list, reshape_to = H.int_list, H.reshape_to
 
 local ops = {}
@@ -250,7 +250,7 @@ local function pool_geometry(ctx, x, attrs)
         kernel[i])
     end
   end
-  local out, extra = {}, {}
+  local out, extra, slack = {}, {}, {}
   for i = 1, n do
     local keff = (kernel[i] - 1) * dilations[i] + 1
     local span = in_sizes[i] + begins[i] + ends[i] - keff
@@ -265,17 +265,34 @@ local function pool_geometry(ctx, x, attrs)
     if o < 1 then ctx:error("the kernel is larger than the padded input") end
     out[i] = o
     extra[i] = math.max(0, (o - 1) * strides[i] + keff - (in_sizes[i] + begins[i] + ends[i]))
+    -- The room windows_along's views take past the last window.
+    local padded = in_sizes[i] + begins[i] + ends[i] + extra[i]
+    slack[i] = strides[i] == 1 and 0 or math.max(0, keff - 1 + o * strides[i] - padded)
   end
-  return {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, out = out,
+  return {n = n, kernel = kernel, begins = begins, ends = ends, extra = extra, slack = slack, out = out,
     in_sizes = in_sizes, strides = strides, dilations = dilations}
 end
 
 -- The windows of one spatial dim i (dim i + 2 of t, already padded): a list
 -- of kernel[i] tensors, each the window's k-th element for every output.
+-- A stride above 1 takes views, not gathers: the out * stride elements from
+-- the window's k-th as [out, stride], their first column (pad_for_pool
+-- leaves room for the last window's whole stride).
 local function windows_along(t, g, i)
-  local list = {}
+  local list, d, step, count = {}, i + 2, g.strides[i], g.out[i]
+  local size = t:size()
+  local split = {}
+  for j = 1, #size do
+    split[#split + 1] = j == d and count or size[j]
+    if j == d then split[#split + 1] = step end
+  end
   for k = 0, g.kernel[i] - 1 do
-    list[k + 1] = strided(t, i + 2, k * g.dilations[i], g.out[i], g.strides[i])
+    local start = k * g.dilations[i]
+    if step == 1 then
+      list[k + 1] = t:narrow(d, start + 1, count)
+    else
+      list[k + 1] = t:narrow(d, start + 1, count * step):reshape(table.unpack(split)):select(d + 1, 1)
+    end
   end
   return list
 end
@@ -284,10 +301,35 @@ end
 -- extra with `extra_fill`.
 local function pad_for_pool(t, g, i, fill, extra_fill, mode)
   t = pad_dim(t, i + 2, g.begins[i], g.ends[i], fill, mode)
-  return pad_dim(t, i + 2, 0, g.extra[i], extra_fill)
+  return pad_dim(t, i + 2, 0, g.extra[i] + g.slack[i], extra_fill)
 end
 
 local lowest = {i32 = -2147483648, i64 = math.mininteger}
+
+-- A float max pool of 1 or 2 spatial dims without dilation or indices, by
+-- lazylua's kernel (tensor.max_pool2d, whose -inf padding is the same on
+-- both sides and at most half the kernel): a 1-D pool as a 2-D one of
+-- height 1, and the pads beyond the kernel's (asymmetric ones, ceil_mode's
+-- extra end, more than half the kernel) as -inf added to the input first.
+-- Those give the same values as padding: a window's maximum passes over
+-- -inf, and a window of -inf is -inf either way.
+local function max_pool_by_kernel(x, g)
+  local kernel, strides, begins, ends = g.kernel, g.strides, g.begins, {}
+  for i = 1, g.n do ends[i] = g.ends[i] + g.extra[i] end
+  local size = x:size()
+  if g.n == 1 then
+    x = x:reshape(size[1], size[2], 1, size[3])
+    kernel, strides, begins, ends = {1, kernel[1]}, {1, strides[1]}, {0, begins[1]}, {0, ends[1]}
+  end
+  local padding, before, after = {}, {}, {}
+  for i = 1, 2 do
+    padding[i] = math.min(begins[i], ends[i], kernel[i] // 2)
+    before[i], after[i] = begins[i] - padding[i], ends[i] - padding[i]
+  end
+  local y = tensor.max_pool2d(pad_spatial(x, before, after, -math.huge), kernel, {stride = strides, padding = padding})
+  if g.n == 1 then y = y:reshape(size[1], size[2], g.out[1]) end
+  return y
+end
 
 -- Max and sum pooling are separable: one dim at a time (the last first), so
 -- a k1 x k2 window costs k1 + k2 slices, not k1 * k2. For the indices, the
@@ -314,11 +356,9 @@ function ops.MaxPool(ctx, inputs, attrs)
       positions = tensor.arange(x:numel()):reshape(table.unpack(x:size()))
     end
   end
-  if g.n == 2 and is_float(x) and not positions and g.dilations[1] == 1 and g.dilations[2] == 1 and
-      g.extra[1] == 0 and g.extra[2] == 0 and g.begins[1] == g.ends[1] and g.begins[2] == g.ends[2] and
-      2 * g.begins[1] <= g.kernel[1] and 2 * g.begins[2] <= g.kernel[2] then
-    -- lazylua's own kernel (padding as -inf, at most half the kernel).
-    return tensor.max_pool2d(x, g.kernel, {stride = g.strides, padding = g.begins})
+  if (g.n == 1 or g.n == 2) and is_float(x) and not positions and g.dilations[1] == 1 and
+      (g.n == 1 or g.dilations[2] == 1) then
+    return max_pool_by_kernel(x, g)
   end
   local y = x
   for i = g.n, 1, -1 do
@@ -360,20 +400,27 @@ function ops.AveragePool(ctx, inputs, attrs)
   return total / count
 end
 
+-- A global pool reduces [N, C, spatial...] as [N, C, area] along its last
+-- dim: one reduction over contiguous rows, where a reduction per spatial
+-- dim would run over rows as short as 7 (EfficientNet's last blocks), each
+-- its own pass, with the producer's elementwise work fused into the first.
+local function global_pool(ctx, x, reduce)
+  local size = x:size()
+  if #size < 2 then ctx:error("expected an input [N, C, spatial...], got a %d-d tensor", #size) end
+  local area, shape = 1, {size[1], size[2]}
+  for d = 3, #size do
+    area = area * size[d]
+    shape[d] = 1
+  end
+  return reduce(x:reshape(size[1], size[2], area)):reshape(table.unpack(shape))
+end
+
 function ops.GlobalAveragePool(ctx, inputs)
-  local x = inputs[1]
-  local dims = {}
-  for d = 3, x:dim() do dims[#dims + 1] = d end
-  local y = x
-  for i = #dims, 1, -1 do y = y:mean(dims[i], true) end
-  return y
+  return global_pool(ctx, inputs[1], function(t) return t:mean(3) end)
 end
 
 function ops.GlobalMaxPool(ctx, inputs)
-  local x = inputs[1]
-  local y = x
-  for d = x:dim(), 3, -1 do y = y:amax(d, true) end
-  return y
+  return global_pool(ctx, inputs[1], function(t) return t:amax(3) end)
 end
 
 function ops.BatchNormalization(ctx, inputs, attrs)

@@ -191,6 +191,76 @@ h.test("max_pool2d: NaN is the maximum of its window; infinities kept", function
   h.near(x:grad(), {{{{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 1, 0}, {1, 0, 0, 0}}}}, h.EXACT)
 end)
 
+-- Padded and unpadded windows over odd-sized planes wide enough for several
+-- vector blocks per row, against pool_loop, bit for bit: values drawn from
+-- a few integers, +0 and -0, -inf and NaNs of both signs, so that ties
+-- must keep the first maximum in row-major order (-0 or +0, whichever comes
+-- first), a NaN the first NaN, and a window of -inf values its first -inf
+-- (the padding never counts). The gradient gives each output a distinct
+-- integer, so that x's gradient shows every window's position exactly.
+do
+  local nan = 0 / 0
+  local other_nan = -nan
+  local function bits(v) return string.format("%a", v) end
+  -- Profiles: many ties; mostly -inf (whole windows of -inf at the borders).
+  local profiles = {
+    ties = function(u)
+      if u < 0.04 then return nan elseif u < 0.08 then return other_nan
+      elseif u < 0.14 then return -math.huge elseif u < 0.3 then return -0.0
+      elseif u < 0.45 then return 0.0 end
+      return math.floor(u * 5) - 2
+    end,
+    neg_inf = function(u)
+      if u < 0.75 then return -math.huge elseif u < 0.8 then return nan
+      elseif u < 0.9 then return -0.0 end
+      return 0.0
+    end,
+  }
+  local cases = {  -- kh, kw, sh, sw, ph, pw, H, W
+    {3, 3, 2, 2, 1, 1, 9, 37},   -- ResNet's stem, odd sizes
+    {3, 3, 1, 1, 1, 1, 7, 40},   -- stride 1
+    {2, 2, 3, 3, 1, 1, 10, 50},  -- stride above the kernel
+    {2, 5, 1, 4, 1, 2, 6, 71},   -- a stride of 4 across, tall and wide windows
+    {5, 3, 3, 2, 2, 1, 11, 33},
+    {4, 4, 4, 4, 2, 2, 7, 23},
+    {1, 1, 2, 2, 0, 0, 5, 35},
+    {3, 3, 2, 2, 0, 0, 9, 9},    -- no padding
+    {3, 3, 1, 2, 1, 1, 2, 3},    -- a plane lower than the window
+  }
+  for ci, c in ipairs(cases) do
+    local kh, kw, sh, sw, ph, pw, H, W = table.unpack(c)
+    for _, dtype in ipairs({"f32", "f64"}) do
+      for name, draw in pairs(profiles) do
+        h.test(string.format("max_pool2d %dx%d stride %dx%d padding %dx%d over %dx%d, %s, %s: bits and positions",
+            kh, kw, sh, sw, ph, pw, H, W, dtype, name), function()
+          local X = h.map(h.rand_list(30 + ci, {2, 2, H, W}, 0, 1), draw)
+          local want, where = pool_loop(X, kh, kw, sh, sw, ph, pw)
+          local x = tensor.new(X, {dtype = dtype}):requires_grad(true)
+          local y = tensor.max_pool2d(x, {kh, kw}, {stride = {sh, sw}, padding = {ph, pw}})
+          local got, expected = h.flatten(y:tolist()), h.flatten(want)
+          assert(#got == #expected, string.format("%d outputs, expected %d", #got, #expected))
+          for i = 1, #got do
+            assert(bits(got[i]) == bits(expected[i]),
+              string.format("output %d: %s, expected %s", i, bits(got[i]), bits(expected[i])))
+          end
+          local count, G = 0, h.map(want, function() return 0 end)
+          for n = 1, #G do for ch = 1, #G[n] do for i = 1, #G[n][ch] do for j = 1, #G[n][ch][i] do
+            count = count + 1
+            G[n][ch][i][j] = count
+          end end end end
+          y:backward(tensor.new(G, {dtype = dtype}))
+          local grad = h.map(X, function() return 0 end)
+          for n = 1, #where do for ch = 1, #where[n] do for i = 1, #where[n][ch] do for j = 1, #where[n][ch][i] do
+            local at = where[n][ch][i][j]
+            grad[n][ch][at[1]][at[2]] = grad[n][ch][at[1]][at[2]] + G[n][ch][i][j]
+          end end end end
+          h.near(x:grad(), grad, h.EXACT)
+        end)
+      end
+    end
+  end
+end
+
 h.test("nn.Conv2d and nn.MaxPool2d use the ops and keep their results", function()
   local nn = require "nn"
   tensor.manual_seed(4)

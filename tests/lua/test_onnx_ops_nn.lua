@@ -94,6 +94,108 @@ h.test("AveragePool: pads with and without count_include_pad", function()
   h.near(call("GlobalMaxPool", {tensor.new({{{{1.0, 2}, {3, 6}}}})}), {{{{6}}}})
 end)
 
+-- ONNX MaxPool of one output by a direct loop over [N, C, spatial...] (1 or
+-- 2 spatial dims; flat Lua lists, row-major): begin/end pads and ceil_mode
+-- as the spec states them, padding never an element, a window's first
+-- maximum in row-major order or its first NaN.
+local function max_pool_loop(flat, size, kernel, strides, pads, ceil_mode)
+  local n = #size - 2
+  local out_size, ins = {size[1], size[2]}, {}
+  for i = 1, n do
+    local span = size[i + 2] + pads[i] + pads[n + i] - kernel[i]
+    local o = (ceil_mode and math.ceil(span / strides[i]) or span // strides[i]) + 1
+    -- ceil_mode: a window that would start in the end padding is dropped
+    if ceil_mode and (o - 1) * strides[i] >= size[i + 2] + pads[i] then o = o - 1 end
+    out_size[i + 2], ins[i] = o, size[i + 2]
+  end
+  local H, W = n == 2 and ins[1] or 1, ins[n]
+  local OH, OW = n == 2 and out_size[3] or 1, out_size[n + 2]
+  local kh, kw = n == 2 and kernel[1] or 1, kernel[n]
+  local sh, sw = n == 2 and strides[1] or 1, strides[n]
+  local ph, pw = n == 2 and pads[1] or 0, pads[n]
+  local out = {}
+  for plane = 0, size[1] * size[2] - 1 do
+    for oh = 0, OH - 1 do
+      for ow = 0, OW - 1 do
+        local best, seen = -math.huge, false
+        for i = 0, kh - 1 do
+          for j = 0, kw - 1 do
+            local r, c = oh * sh - ph + i, ow * sw - pw + j
+            if r >= 0 and r < H and c >= 0 and c < W then
+              local v = flat[plane * H * W + r * W + c + 1]
+              if not seen or v > best or (v ~= v and best == best) then best, seen = v, true end
+            end
+          end
+        end
+        out[#out + 1] = best
+      end
+    end
+  end
+  return out, out_size
+end
+
+h.test("MaxPool by the kernel: 1-d, asymmetric pads, pads over half the kernel, ceil_mode's extra end", function()
+  local nan = 0 / 0
+  local cases = {  -- size, kernel, strides, pads (begins, then ends), ceil_mode
+    {{2, 3, 9, 37}, {3, 3}, {2, 2}, {1, 1, 1, 1}, false},
+    {{2, 3, 10, 36}, {3, 3}, {2, 2}, {0, 0, 0, 0}, true},    -- one extra row and column
+    {{2, 3, 9, 35}, {2, 3}, {2, 2}, {0, 1, 1, 2}, false},    -- asymmetric, end pad above half
+    {{2, 3, 8, 33}, {3, 4}, {3, 3}, {2, 0, 1, 3}, true},     -- ceil_mode on top of asymmetric pads
+    {{2, 3, 45}, {3}, {2}, {1, 1}, false},                   -- 1-d
+    {{2, 3, 44}, {4}, {3}, {3, 0}, true},                    -- 1-d, begin pad above half
+  }
+  for ci, c in ipairs(cases) do
+    local size, kernel, strides, pads, ceil_mode = table.unpack(c)
+    local count = 1
+    for _, s in ipairs(size) do count = count * s end
+    -- Small integers, +0/-0, -inf runs and a few NaNs.
+    local flat = h.flatten(h.map(h.rand_list(40 + ci, {count}, 0, 1), function(u)
+      if u < 0.03 then return nan elseif u < 0.25 then return -math.huge elseif u < 0.35 then return -0.0 end
+      return math.floor(u * 4)
+    end))
+    local want, out_size = max_pool_loop(flat, size, kernel, strides, pads, ceil_mode)
+    for _, dtype in ipairs({"f32", "f64"}) do
+      local x = tensor.new(flat, {dtype = dtype}):reshape(table.unpack(size))
+      local y = call("MaxPool", {x}, {kernel_shape = kernel, strides = strides, pads = pads, ceil_mode = ceil_mode and 1 or 0})
+      h.shape(y, out_size)
+      local got = h.flatten(y:tolist())
+      for i = 1, #want do
+        assert(string.format("%a", got[i]) == string.format("%a", want[i]),
+          string.format("case %d %s output %d: %a, expected %a", ci, dtype, i, got[i], want[i]))
+      end
+    end
+  end
+end)
+
+h.test("GlobalAveragePool and GlobalMaxPool over 1 to 3 spatial dims, by loops", function()
+  for _, size in ipairs({{2, 3, 7}, {2, 3, 5, 7}, {2, 3, 2, 3, 4}}) do
+    local area = 1
+    for d = 3, #size do area = area * size[d] end
+    local flat = h.flatten(h.rand_list(50 + #size, {size[1] * size[2] * area}, -2, 2))
+    local x = tensor.new(flat, {dtype = "f64"}):reshape(table.unpack(size))
+    local means, maxima, shape = {}, {}, {size[1], size[2]}
+    for d = 3, #size do shape[d] = 1 end
+    for plane = 0, size[1] * size[2] - 1 do
+      local sum, best = 0, -math.huge
+      for i = 1, area do
+        local v = flat[plane * area + i]
+        sum, best = sum + v, math.max(best, v)
+      end
+      means[#means + 1], maxima[#maxima + 1] = sum / area, best
+    end
+    local average, maximum = call("GlobalAveragePool", {x}), call("GlobalMaxPool", {x})
+    h.shape(average, shape)
+    h.shape(maximum, shape)
+    h.near(average:reshape(-1), means, TOL)
+    h.near(maximum:reshape(-1), maxima, h.EXACT)
+  end
+  -- A NaN anywhere in a plane is its maximum and its mean.
+  local y = call("GlobalMaxPool", {tensor.new({{{{1.0, 0 / 0}, {3, 2}}}})})
+  assert(y:item() ~= y:item())
+  h.err(function() call("GlobalAveragePool", {tensor.ones(3)}) end, "expected an input [N, C, spatial...], got a 1-d tensor")
+  h.still_works()
+end)
+
 h.test("BatchNormalization (inference, training outputs), InstanceNormalization, LRN", function()
   local x = tensor.new({{{1.0, 3}}, {{5.0, 7}}})                 -- [2, 1, 2]
   local one, zero = tensor.new({1.0}), tensor.new({0.0})
