@@ -36,23 +36,29 @@ local function node(name, op, inputs, outputs, attributes)
   return {name = name, op_type = op, domain = "", inputs = inputs, outputs = outputs, attributes = attributes or {}}
 end
 
--- y = reshape(x, [batch, -1]) @ w + b, the batch read by Shape -> Gather ->
--- Unsqueeze -> Concat as an exporter writes it; also outputs the shape
--- (`s`, a host value that is a graph output).
+-- The nodes of reshape(x, [batch, -1]) into `flat`, the batch read by
+-- Shape -> Gather -> Unsqueeze -> Concat as an exporter writes it; then `more`.
+local function flatten_nodes(flat, more)
+  local nodes = {
+    node("shape", "Shape", {"x"}, {"s"}),
+    node("zero", "Constant", {}, {"i0"}, {value = tensor.new(0):long()}),
+    node("batch", "Gather", {"s", "i0"}, {"n"}, {axis = 0}),
+    node("axes", "Constant", {}, {"a0"}, {value = tensor.new({0}):long()}),
+    node("unsq", "Unsqueeze", {"n", "a0"}, {"n1"}),
+    node("minus", "Constant", {}, {"m1"}, {value = tensor.new({-1}):long()}),
+    node("cat", "Concat", {"n1", "m1"}, {"shape2"}, {axis = 0}),
+    node("flat", "Reshape", {"x", "shape2"}, {flat}),
+  }
+  for _, extra in ipairs(more) do nodes[#nodes + 1] = extra end
+  return nodes
+end
+
+-- y = reshape(x, [batch, -1]) @ w + b; also outputs the shape (`s`, a host
+-- value that is a graph output).
 local function flatten_linear(w, b)
   return onnx.from_table({ir_version = 8, opset = {[""] = 13}, graph = {name = "g",
-    nodes = {
-      node("shape", "Shape", {"x"}, {"s"}),
-      node("zero", "Constant", {}, {"i0"}, {value = tensor.new(0):long()}),
-      node("batch", "Gather", {"s", "i0"}, {"n"}, {axis = 0}),
-      node("axes", "Constant", {}, {"a0"}, {value = tensor.new({0}):long()}),
-      node("unsq", "Unsqueeze", {"n", "a0"}, {"n1"}),
-      node("minus", "Constant", {}, {"m1"}, {value = tensor.new({-1}):long()}),
-      node("cat", "Concat", {"n1", "m1"}, {"shape2"}, {axis = 0}),
-      node("flat", "Reshape", {"x", "shape2"}, {"f"}),
-      node("mm", "MatMul", {"f", "w"}, {"p"}),
-      node("bias", "Add", {"p", "b"}, {"y"}),
-    },
+    nodes = flatten_nodes("f", {node("mm", "MatMul", {"f", "w"}, {"p"}),
+      node("bias", "Add", {"p", "b"}, {"y"})}),
     initializers = {{name = "w", tensor = w}, {name = "b", tensor = b}},
     inputs = {{name = "x", elem_type = "f32"}},
     outputs = {{name = "y", elem_type = "f32"}, {name = "s", elem_type = "i64"}}}})
@@ -93,16 +99,7 @@ end)
 -- nodes that record ops.
 local function flatten_only()
   return onnx.from_table({ir_version = 8, opset = {[""] = 13}, graph = {name = "g",
-    nodes = {
-      node("shape", "Shape", {"x"}, {"s"}),
-      node("zero", "Constant", {}, {"i0"}, {value = tensor.new(0):long()}),
-      node("batch", "Gather", {"s", "i0"}, {"n"}, {axis = 0}),
-      node("axes", "Constant", {}, {"a0"}, {value = tensor.new({0}):long()}),
-      node("unsq", "Unsqueeze", {"n", "a0"}, {"n1"}),
-      node("minus", "Constant", {}, {"m1"}, {value = tensor.new({-1}):long()}),
-      node("cat", "Concat", {"n1", "m1"}, {"shape2"}, {axis = 0}),
-      node("flat", "Reshape", {"x", "shape2"}, {"y"}),
-    },
+    nodes = flatten_nodes("y", {}),
     initializers = {},
     inputs = {{name = "x", elem_type = "f32"}},
     outputs = {{name = "y", elem_type = "f32"}}}})
