@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <optional>
@@ -632,6 +633,16 @@ class NativeExecutor final : public Executor {
   // down. The third waits for the build to end (build_schedule.h,
   // kInterpretedRunsBeforeWaiting): an imported model's third call runs
   // native code. Every wait is interruptible.
+  // Polls (interruptibly) until the build ends or the steady clock reaches
+  // `until`; true when the build ended.
+  static bool wait_while_building(const CompiledProgram& entry, double until) {
+    while (entry.state.load() == CompiledProgram::State::building && steady_seconds() < until) {
+      check_interrupt();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return entry.state.load() != CompiledProgram::State::building;
+  }
+
   void wait_if_shorter(CompiledProgram& entry) {
     if (entry.interpreted_runs >= kInterpretedRunsBeforeWaiting) return wait_for_build(entry);
     const double started = entry.toolchain_started.load();
@@ -642,12 +653,8 @@ class NativeExecutor final : public Executor {
         expected_remaining_seconds(entry.toolchain_expected.load(), steady_seconds() - started);
     if (!wait_for_build_is_shorter(remaining, entry.interpreted_seconds)) return;
     const double start = steady_seconds();
-    const double give_up = start + longest_build_wait_seconds(entry.interpreted_seconds);
-    while (entry.state.load() == CompiledProgram::State::building && steady_seconds() < give_up) {
-      check_interrupt();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    entry.gave_up_waiting = entry.state.load() == CompiledProgram::State::building;
+    entry.gave_up_waiting =
+        !wait_while_building(entry, start + longest_build_wait_seconds(entry.interpreted_seconds));
     if (debug_level_ >= 1) {
       std::fprintf(stderr,
                    "[lazylua] waited %.1f ms for a graph's native code (expected in %.1f ms; "
@@ -659,10 +666,7 @@ class NativeExecutor final : public Executor {
 
   void wait_for_build(CompiledProgram& entry) {
     const double start = steady_seconds();
-    while (entry.state.load() == CompiledProgram::State::building) {
-      check_interrupt();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    wait_while_building(entry, std::numeric_limits<double>::infinity());
     if (debug_level_ >= 1) {
       std::fprintf(stderr,
                    "[lazylua] waited %.1f ms for a graph's native code (after %d interpreted "
