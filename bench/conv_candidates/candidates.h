@@ -46,6 +46,12 @@ struct Layer {
   }
 };
 
+// oneDNN's weight dims: [O, C, kh, kw], or [G, O/G, C/G, kh, kw] when grouped.
+inline dnnl::memory::dims dnnl_weight_dims(const Layer& l) {
+  if (l.groups == 1) return {l.o, l.c, l.kh, l.kw};
+  return {l.groups, l.o / l.groups, l.c / l.groups, l.kh, l.kw};
+}
+
 inline void check(bool ok, const char* what) {
   if (!ok) {
     std::fprintf(stderr, "conv_bench: %s\n", what);
@@ -82,9 +88,7 @@ class DnnlConv {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     const dnnl::memory::dims src_dims{l.n, l.c, l.h, l.w}, dst_dims{l.n, l.o, l.out_h(), l.out_w()};
-    const dnnl::memory::dims wei_dims =
-        l.groups == 1 ? dnnl::memory::dims{l.o, l.c, l.kh, l.kw}
-                      : dnnl::memory::dims{l.groups, l.o / l.groups, l.c / l.groups, l.kh, l.kw};
+    const dnnl::memory::dims wei_dims = dnnl_weight_dims(l);
     const dnnl::memory::desc user_src(src_dims, dt::f32, tag::nchw),
         user_dst(dst_dims, dt::f32, tag::nchw),
         user_wei(wei_dims, dt::f32, l.groups == 1 ? tag::oihw : tag::goihw),

@@ -35,9 +35,7 @@ Gradients dnnl_backward(const dnnl::engine& engine, const Layer& l, const float*
   using dt = dnnl::memory::data_type;
   dnnl::stream stream(engine);
   const dnnl::memory::dims src_dims{l.n, l.c, l.h, l.w}, dst_dims{l.n, l.o, l.out_h(), l.out_w()};
-  const dnnl::memory::dims wei_dims =
-      l.groups == 1 ? dnnl::memory::dims{l.o, l.c, l.kh, l.kw}
-                    : dnnl::memory::dims{l.groups, l.o / l.groups, l.c / l.groups, l.kh, l.kw};
+  const dnnl::memory::dims wei_dims = dnnl_weight_dims(l);
   const dnnl::memory::desc src_md(src_dims, dt::f32, tag::nchw),
       dst_md(dst_dims, dt::f32, tag::nchw),
       user_wei(wei_dims, dt::f32, l.groups == 1 ? tag::oihw : tag::goihw),
