@@ -232,20 +232,19 @@ end
 -- model's user learns which node failed; ctx:error's messages name it
 -- already. Errors deferred to a sync are raised there, by the sync, with
 -- the Lua line of the model call (docs/onnx.md).
-local function run_node(op, ctx, inputs, node, opset, eager)
-  local packed
-  local ok, message = pcall(function()
-    if eager then
-      packed = table.pack(native.onnx_eager_call(op, ctx, inputs, node.attributes))
-    else
-      packed = table.pack(op(ctx, inputs, node.attributes))
-    end
-  end)
-  if ok then return packed end
+local eager_call = native.onnx_eager_call
+local function node_results(step, ok, ...)
+  if ok then return table.pack(...) end
+  local message = ...
   if type(message) ~= "string" or message:find("^onnx: ") or message:find("interrupted!$") then
     error(message, 0)
   end
-  error(string.format("onnx: %s: %s", describe_node(node, opset), message), 0)
+  error(string.format("onnx: %s: %s", step.description, message), 0)
+end
+
+local function run_node(step, ctx, inputs, eager)
+  if eager then return node_results(step, pcall(eager_call, step.op, ctx, inputs, step.attributes)) end
+  return node_results(step, pcall(step.op, ctx, inputs, step.attributes))
 end
 
 -- Each node's location label, "model.onnx: node 'conv1' (Conv)" (its index
@@ -263,6 +262,115 @@ local function labels_of(graph, source)
   return labels
 end
 
+-- What a call needs of each node that stays the same from call to call
+-- (its op function, opset, label, the checks of its inputs and outputs
+-- against the rest of the graph), made when a call first reaches the node
+-- and kept per graph, opset table and source. A step also remembers the
+-- last results of a node that ran on the host, with what they were computed
+-- from (see host_results).
+local prepared_graphs = setmetatable({}, {__mode = "k"})
+
+local function prepared_of(graph, opset_of, source)
+  local prepared = prepared_graphs[graph]
+  if prepared and prepared.source == source and prepared.opset_of == opset_of and prepared.nodes == graph.nodes then
+    return prepared
+  end
+  local graph_outputs = {}
+  for _, output in ipairs(type(graph.outputs) == "table" and graph.outputs or {}) do
+    if type(output) == "table" and output.name ~= nil then graph_outputs[output.name] = true end
+  end
+  prepared = {source = source, opset_of = opset_of, nodes = graph.nodes, steps = {}, writers = {},
+    graph_outputs = graph_outputs}
+  prepared_graphs[graph] = prepared
+  return prepared
+end
+
+-- Ops whose output depends on their input's shape only, not its values.
+local shape_only = {Shape = true, Size = true}
+
+-- The step of node `index`, made on the call that first reaches it: the
+-- errors it finds are raised where run_graph raised them before (a step is
+-- kept only once these pass, so a later call raises them again).
+local function step_of(prepared, graph, index, node)
+  local step = prepared.steps[index]
+  if step then return step end
+  local domain = node.domain == "ai.onnx" and "" or node.domain
+  local opset = prepared.opset_of[domain] or 0
+  local op = domain == "" and onnx.ops[node.op_type] or nil
+  if op == nil then
+    error(string.format("onnx: %s: unsupported: no such op in lazylua", describe_node(node, opset)), 0)
+  end
+  local most = onnx.max_inputs[node.op_type]
+  if most and #node.inputs > most then
+    error(string.format("onnx: %s: %d inputs given, the op takes at most %d", describe_node(node, opset),
+      #node.inputs, most), 0)
+  end
+  local description = describe_node(node, opset)
+  -- A second node writing a name breaks the graph's single assignment:
+  -- found here once, raised after the node runs, as each call did before.
+  local duplicates, memoizable = {}, true
+  for k, name in ipairs(node.outputs) do
+    if name ~= "" then
+      if prepared.writers[name] then
+        duplicates[k] = string.format("onnx: %s: output '%s' is already %s (a graph assigns each name once)",
+          description, name, prepared.writers[name])
+      end
+      -- the user may change a graph output in place: it is made anew each call
+      if prepared.graph_outputs[name] then memoizable = false end
+    end
+  end
+  for k, name in ipairs(node.outputs) do
+    if name ~= "" and not duplicates[k] then prepared.writers[name] = "the output of " .. description end
+  end
+  step = {
+    node = node, op = op, opset = opset, attributes = node.attributes, inputs = node.inputs, outputs = node.outputs,
+    description = description, label = labels_of(graph, prepared.source)[index],
+    always_host = always_host[node.op_type] == true, host_op = onnx.host_ops[node.op_type] == true,
+    shape_only = shape_only[node.op_type] == true, memoizable = memoizable, duplicates = duplicates,
+    ctx = setmetatable({node = node, opset = opset, domain = domain, opset_of = prepared.opset_of,
+      source = prepared.source}, Context),
+  }
+  prepared.steps[index] = step
+  return step
+end
+
+-- A node run on the host (shape arithmetic, constants) computes the same
+-- values from the same inputs: its results of the last call are used again
+-- when its inputs are the same tensors as then (they are host values:
+-- initializers, constants and other such results, which no op changes in
+-- place), or, for Shape and Size, tensors of the same shape. So a steady
+-- call of a model runs none of them; only the nodes that record ops do.
+-- Nodes writing a graph output are run every call (the caller owns what it
+-- gets). Returns the kept results, or nil.
+local function host_results(step, inputs)
+  local memo = step.memo
+  if memo == nil or memo.count ~= inputs.n then return nil end
+  if step.shape_only then
+    local x, dims = inputs[1], memo.dims
+    if x == nil or x:dim() ~= #dims then return nil end
+    for d = 1, #dims do
+      if x:size(d) ~= dims[d] then return nil end
+    end
+  else
+    local kept = memo.inputs
+    for k = 1, inputs.n do
+      if not rawequal(inputs[k], kept[k]) then return nil end
+    end
+  end
+  return memo.results
+end
+
+local function remember_host_results(step, inputs, results)
+  local memo = {count = inputs.n, results = results}
+  if step.shape_only then
+    memo.dims = inputs[1] and inputs[1]:size() or {}
+  else
+    memo.inputs = {}
+    for k = 1, inputs.n do memo.inputs[k] = inputs[k] end
+  end
+  step.memo = memo
+end
+
 -- Runs one graph: `values` maps names to tensors (inputs, initializers);
 -- `host` marks the names known on the host. Returns the graph's outputs.
 -- The ops each node records are located at its label, not at the Lua line
@@ -270,47 +378,43 @@ end
 -- (a nested graph gets its op's ctx.source).
 function onnx.run_graph(graph, values, host, opset_of, source)
   source = source or "onnx"
-  local labels = labels_of(graph, source)
-  -- The names nodes wrote: a second writer breaks the graph's single
-  -- assignment (the inputs and initializers may not be written either).
-  local written = {}
-  for name in pairs(values) do written[name] = "a graph input or initializer" end
+  local prepared = prepared_of(graph, opset_of, source)
+  local steps, with_location = prepared.steps, tensor.with_location
   for index, node in ipairs(graph.nodes) do
-    local domain = node.domain == "ai.onnx" and "" or node.domain
-    local opset = opset_of[domain] or 0
-    local op = domain == "" and onnx.ops[node.op_type] or nil
-    if op == nil then
-      error(string.format("onnx: %s: unsupported: no such op in lazylua", describe_node(node, opset)), 0)
-    end
-    local most = onnx.max_inputs[node.op_type]
-    if most and #node.inputs > most then
-      error(string.format("onnx: %s: %d inputs given, the op takes at most %d", describe_node(node, opset),
-        #node.inputs, most), 0)
-    end
-    local inputs, all_host, host_inputs = {n = #node.inputs}, true, {}
-    for k, name in ipairs(node.inputs) do
+    local step = steps[index] or step_of(prepared, graph, index, node)
+    local names = step.inputs
+    local count = #names
+    local inputs, all_host, host_inputs = {n = count}, true, {}
+    for k = 1, count do
+      local name = names[k]
       if name ~= "" then
         local value = values[name]
         if value == nil then
-          error(string.format("onnx: %s: input '%s' is not computed before it", describe_node(node, opset), name), 0)
+          error(string.format("onnx: %s: input '%s' is not computed before it", step.description, name), 0)
         end
         inputs[k] = value
-        host_inputs[k] = host[name] == true
-        all_host = all_host and host_inputs[k]
+        local known = host[name] == true
+        host_inputs[k] = known
+        all_host = all_host and known
       end
     end
-    local ctx = setmetatable({node = node, opset = opset, domain = domain, graph_values = values,
-      opset_of = opset_of, host_inputs = host_inputs, source = source}, Context)
-    local on_host = always_host[node.op_type] or (all_host and onnx.host_ops[node.op_type])
-    local results = tensor.with_location(labels[index], run_node, op, ctx, inputs, node, opset,
-      on_host and not always_host[node.op_type])
-    for k, name in ipairs(node.outputs) do
+    local on_host = step.always_host or (all_host and step.host_op)
+    local results = on_host and step.memoizable and host_results(step, inputs)
+    if not results then
+      local ctx = step.ctx
+      ctx.host_inputs = host_inputs
+      results = with_location(step.label, run_node, step, ctx, inputs, on_host and not step.always_host)
+      if on_host and step.memoizable then remember_host_results(step, inputs, results) end
+    end
+    local outputs = step.outputs
+    for k = 1, #outputs do
+      local name = outputs[k]
       if name ~= "" then
-        if written[name] then
-          error(string.format("onnx: %s: output '%s' is already %s (a graph assigns each name once)",
-            describe_node(node, opset), name, written[name]), 0)
+        if step.duplicates[k] then error(step.duplicates[k], 0) end
+        if values[name] ~= nil then
+          error(string.format("onnx: %s: output '%s' is already a graph input or initializer (a graph assigns " ..
+            "each name once)", step.description, name), 0)
         end
-        written[name] = "the output of " .. describe_node(node, opset)
         values[name] = results[k]
         host[name] = on_host and results[k] ~= nil or nil
       end
