@@ -202,7 +202,12 @@ int report(lua_State* L) {
 // would run them: {op =, line =, dtype =, shape = {...}} each.
 int pending(lua_State* L) {
   Context* context = tensor_context(L);
-  const Graph graph = context->extract(context->pending_tensors());
+  // The graph points at the pending tensors' nodes without owning them, and
+  // the tables made below can run a garbage collection that releases a
+  // tensor nothing else holds: hold each one until the list is made.
+  const std::vector<TensorImpl*> roots = context->pending_tensors();
+  const std::vector<Tensor> keep(roots.begin(), roots.end());
+  const Graph graph = context->extract(roots);
   lua_safe::create_table(L, 0, 0);
   int count = 0;
   for (size_t i = 0; i < graph.nodes.size(); i++) {

@@ -241,4 +241,25 @@ h.test("pending lists the ops a barrier would run, with lines", function()
   h.eq(#tensor.pending(), 0)
 end)
 
+-- tensor.pending lists the pending tensors' ops while it builds Lua tables,
+-- and a collection then may release a pending tensor nothing else holds:
+-- the list must still be right (under AddressSanitizer, reading a released
+-- node fails the test).
+h.test("pending holds its tensors while a collection runs during the listing", function()
+  tensor.mark_step()
+  local x = tensor.ones(4)
+  for i = 1, 200 do local _ = x * i end -- unreferenced: garbage, but still pending until collected
+  local kept = x + 1
+  local pause = collectgarbage("setpause", 0) -- collect continuously while pending() allocates
+  local ok, p = pcall(tensor.pending)
+  collectgarbage("setpause", pause)
+  assert(ok, p)
+  if EAGER then return h.eq(#p, 0) end
+  assert(#p >= 1 and #p <= 201, #p)
+  h.eq(p[#p].op, "add")
+  for _, op in ipairs(p) do assert(op.op == "mul" or op.op == "add", op.op) end
+  h.check(kept, "f32", {2, 2, 2, 2})
+  tensor.mark_step()
+end)
+
 h.done("test_explain")
