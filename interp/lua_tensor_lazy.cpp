@@ -105,6 +105,7 @@ int metrics(lua_State* L) {
   set_integer(L, "key_hits", m.key_hits);
   set_integer(L, "key_misses", m.key_misses);
   set_integer(L, "barrier_collections", m.barrier_collections);
+  set_integer(L, "calls_replayed", m.calls_replayed);
   set_number(L, "execute_seconds", m.execute_seconds);
   set_integer(L, "compiles", m.compiles);
   set_number(L, "compile_seconds", m.compile_seconds);

@@ -375,6 +375,7 @@ int open_stdlib_native(lua_State* L) {
   if (!sandboxed) luaL_setfuncs(L, file_functions, 0);
   add_dist_functions(L);
   add_onnx_functions(L);
+  add_call_replay_functions(L);
   lua_pushboolean(L, sandboxed);
   lua_setfield(L, -2, "sandbox");
   return 1;

@@ -16,5 +16,7 @@ int open_stdlib_native(lua_State* L);
 void add_dist_functions(lua_State* L);
 // Adds the ONNX codec's functions (onnx_codec.cpp).
 void add_onnx_functions(lua_State* L);
+// Adds call replay's functions (lua_call_replay.cpp).
+void add_call_replay_functions(lua_State* L);
 
 }  // namespace lazylua

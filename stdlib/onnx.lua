@@ -172,7 +172,7 @@ function onnx.from_table(decoded)
   check_ops(graph, decoded.opset)
   local self = setmetatable({
     decoded = decoded, graph = graph, opset = decoded.opset,
-    initializers = {}, parameter_list = {}, input_names = {}, output_names = {},
+    initializers = {}, parameter_list = {}, input_names = {}, output_names = {}, recorded_calls = {},
   }, Model)
   for _, entry in ipairs(graph.initializers) do
     local t = entry.tensor
@@ -429,14 +429,59 @@ function onnx.run_graph(graph, values, host, opset_of, source)
   return outputs
 end
 
+-- Calls with inputs of the same shapes record the same graph. The first is
+-- recorded for replay (tensor/call_replay.h) and later ones make its nodes
+-- again from the new inputs, without running each node's op function: a
+-- small model's call cost that much Lua. The last few input shapes are
+-- kept. A call that cannot be replayed (one that records gradients, reads
+-- a value on the host, draws random numbers) runs every node every time.
+local max_recorded_calls = 4
+
+local function all_tensors(list)
+  for i = 1, #list do
+    if not tensor.is_tensor(list[i]) then return false end
+  end
+  return true
+end
+
+local function run_model(self, inputs, watched, values, host)
+  local recorded = self.recorded_calls
+  if not all_tensors(inputs) then return onnx.run_graph(self.graph, values, host, self.opset, self.source) end
+  for i = 1, #recorded do
+    local outputs = native.call_replay(recorded[i], inputs, watched)
+    if outputs then
+      if i > 1 then table.insert(recorded, 1, table.remove(recorded, i)) end
+      return outputs
+    end
+  end
+  -- The graph reads stand-ins holding just the inputs' values (a view's
+  -- base is not part of what is recorded).
+  local stand_ins = native.call_recording_start(inputs, watched)
+  if not stand_ins then return onnx.run_graph(self.graph, values, host, self.opset, self.source) end
+  for i, name in ipairs(self.input_names) do values[name] = stand_ins[i] end
+  local ok, outputs = pcall(onnx.run_graph, self.graph, values, host, self.opset, self.source)
+  if not ok or not all_tensors(outputs) then
+    native.call_recording_cancel()
+    if not ok then error(outputs, 0) end
+    return outputs
+  end
+  local call = native.call_recording_finish(stand_ins, outputs, watched)
+  if call then
+    table.insert(recorded, 1, call)
+    recorded[max_recorded_calls + 1] = nil
+  end
+  return outputs
+end
+
 -- model(x1, x2, ...) in the order of the graph's inputs, or model{name =
 -- tensor, ...}: the graph's outputs, in order.
 function Model:__call(...)
   local given = {...}
-  local values, host = {}, {}
+  local values, host, watched = {}, {}, {}
   for name, t in pairs(self.initializers) do
     values[name] = t
     host[name] = not float_types[t:dtype()] or nil
+    watched[#watched + 1] = t
   end
   if #given == 1 and type(given[1]) == "table" and not tensor.is_tensor(given[1]) then
     local known = {}
@@ -464,7 +509,9 @@ function Model:__call(...)
       values[name] = given[i]
     end
   end
-  return table.unpack(onnx.run_graph(self.graph, values, host, self.opset, self.source))
+  local inputs = {}
+  for i, name in ipairs(self.input_names) do inputs[i] = values[name] end
+  return table.unpack(run_model(self, inputs, watched, values, host))
 end
 
 function Model:__tostring()

@@ -17,6 +17,7 @@
 namespace lazylua {
 
 class TensorImpl;
+struct CallRecordingStart;  // call_replay.cpp
 
 // Why a sync happened; metrics count syncs by cause.
 #define LAZYLUA_SYNC_CAUSES(X) \
@@ -66,6 +67,7 @@ struct Metrics {
   int64_t key_hits = 0;             // a graph whose key had been executed before
   int64_t key_misses = 0;           // a new key
   int64_t barrier_collections = 0;  // garbage collections run at a barrier
+  int64_t calls_replayed = 0;       // recorded calls copied for new inputs (call_replay.h)
   double execute_seconds = 0;
   double sync_seconds = 0;  // whole syncs: extraction, key, execution, binding
 
@@ -135,6 +137,8 @@ class Context : public RefCounted {
   // lazy tensors made meanwhile are listed to be checked afterwards.
   int scan_depth = 0;
   std::vector<Ref<TensorImpl>>* scan_created = nullptr;
+  // A call being recorded for replay (call_replay.h).
+  std::shared_ptr<CallRecordingStart> call_recording;
   int debug_level = 0;
   Metrics metrics;
   Diagnostics diagnostics;  // why graphs were new, which lines sync often

@@ -2,6 +2,7 @@
 #include "ir.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "collectives.h"
@@ -241,10 +242,21 @@ Attrs::Attrs(const int64_t* begin, int count) {
   std::copy(begin, begin + count, values);
 }
 
+namespace {
+// Relaxed: a serial only orders the nodes one thread records against the
+// ones that existed before (call_replay.cpp), never against other threads.
+std::atomic<uint64_t> g_node_serial{0};
+}  // namespace
+
+uint64_t node_serial() {
+  return g_node_serial.load(std::memory_order_relaxed);
+}
+
 NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
                   std::vector<NodeRef> inputs, const Attrs& attrs, SourceLocation location) {
   NodeRef node(new Node);
   charge_recorded_node(*node);
+  node->serial = g_node_serial.fetch_add(1, std::memory_order_relaxed) + 1;
   node->op = op;
   node->sub_op = sub_op;
   node->dtype = dtype;
@@ -254,6 +266,19 @@ NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
   node->location = location;
   compute_hash(*node);
   return node;
+}
+
+NodeRef copy_node(const Node& node, std::vector<NodeRef> inputs, SourceLocation location) {
+  LAZYLUA_ASSERT(!node.is_leaf());  // a leaf's hash covers its value: make_scalar, make_parameter
+  NodeRef copy = make_node(node.op, node.sub_op, node.dtype, node.shape, std::move(inputs),
+                           Attrs(node.attrs, kMaxDims), location);
+  copy->scalar = node.scalar;
+  copy->body = node.body;
+  if (node.body) {
+    copy->local_hash = hash_mix(copy->local_hash, node.body->hash);
+    copy->hash = hash_mix(copy->hash, node.body->hash);
+  }
+  return copy;
 }
 
 NodeRef make_parameter(Array data, SourceLocation location) {

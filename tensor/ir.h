@@ -100,6 +100,9 @@ class Node : public RefCounted {
   SourceLocation location;
   uint64_t local_hash = 0;  // op, sub_op, attrs, dtype, shape (and a constant's value)
   uint64_t hash = 0;        // local_hash and the inputs' hashes: the whole expression
+  // Nodes are numbered in the order they are made (node_serial): a recorded
+  // call (call_replay.h) tells the nodes it made from the older ones it read.
+  uint64_t serial = 0;
 
   // Once a sync has computed this node, its value; later syncs treat the
   // node as a parameter instead of recomputing it.
@@ -142,6 +145,11 @@ struct Attrs {
 NodeRef make_node(Op op, uint8_t sub_op, DType dtype, const Shape& shape,
                   std::vector<NodeRef> inputs, const Attrs& attrs, SourceLocation location);
 NodeRef make_parameter(Array data, SourceLocation location);
+// A node doing what `node` (not a leaf) does (op, attrs, scan body) on
+// other inputs of the same shapes and dtypes, located at `location`.
+NodeRef copy_node(const Node& node, std::vector<NodeRef> inputs, SourceLocation location);
+// The serial of the last node made (Node::serial).
+uint64_t node_serial();
 // A Lua number: 0 and 1 become constants, anything else a scalar input.
 NodeRef make_scalar(ops::Scalar value, DType dtype, SourceLocation location);
 

@@ -120,13 +120,7 @@ Ref<ScanBody> build_body(const BodyTrace& trace, const std::vector<NodeRef>& out
     } else {
       std::vector<NodeRef> inputs;
       for (const NodeRef& input : node->inputs) inputs.push_back(copy_of(input.get()));
-      copy = make_node(node->op, node->sub_op, node->dtype, node->shape, std::move(inputs),
-                       Attrs(node->attrs, kMaxDims), node->location);
-      copy->body = node->body;
-      if (node->body) {
-        copy->local_hash = hash_mix(copy->local_hash, node->body->hash);
-        copy->hash = hash_mix(copy->hash, node->body->hash);
-      }
+      copy = copy_node(*node, std::move(inputs), node->location);
     }
     copies[node] = copy;
     return copy;

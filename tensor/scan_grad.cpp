@@ -30,13 +30,7 @@ Tensor record_again(Context* context, const Node& node, const std::vector<Tensor
     values.push_back(value_of(t));
   }
   context->metrics.ops_recorded++;
-  NodeRef copy = make_node(node.op, node.sub_op, node.dtype, node.shape, std::move(values),
-                           Attrs(node.attrs, kMaxDims), context->current_location());
-  copy->body = node.body;
-  if (node.body) {
-    copy->local_hash = hash_mix(copy->local_hash, node.body->hash);
-    copy->hash = hash_mix(copy->hash, node.body->hash);
-  }
+  NodeRef copy = copy_node(node, std::move(values), context->current_location());
   const Tensor out(new TensorImpl(context, std::move(copy)));
   if (kind != autograd::GradKind::differentiable) return out;
   return autograd::record(out, OpCall::of(node), inputs);

@@ -113,9 +113,12 @@ h.test("host nodes run once per input shape", function()
     h.shape(y, {n, 4})
     h.eq(y:tolist()[n], {4 * n - 3, 4 * n - 2, 4 * n - 1, 4 * n})
   end
+  -- a model with no weights needing a gradient replays a call with the
+  -- shapes of an earlier one (test_onnx_call_replay.lua): no op function
+  -- runs; eager mode runs what records ops
   reset()
   model(input(2))
-  ran({Reshape = 1})
+  ran(os.getenv("LAZYLUA_EAGER") == "1" and {Reshape = 1} or {})
   reset()
   model(input(7))
   ran({Shape = 1, Gather = 1, Unsqueeze = 1, Concat = 1, Reshape = 1})

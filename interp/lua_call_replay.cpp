@@ -1,0 +1,144 @@
+// lua_call_replay.cpp - the importer's entry to call replay
+// (tensor/call_replay.h), in the stdlib's native module:
+//   call_recording_start(inputs, watched) -> the inputs' stand-ins, or nil
+//     when no recording started
+//   call_recording_finish(inputs, outputs, watched) -> recorded call or nil
+//   call_recording_cancel()
+//   call_replay(recorded, inputs, watched) -> outputs, or nil to run the call
+// Each argument named so is a list of tensors.
+#include <lua.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "interp/lua_safe.h"
+#include "interp/lua_tensor.h"
+#include "interp/lua_tensor_internal.h"
+#include "interp/stdlib_native.h"
+#include "tensor/call_replay.h"
+#include "tensor/error.h"
+
+namespace lazylua {
+namespace {
+
+using binding::guarded;
+
+const char kRecordedCallKey = 0;  // the registry slot of the recorded calls' metatable
+
+struct RecordedCallBox {
+  RecordedCall* call;
+};
+
+// The tensors of the list at `arg`.
+std::vector<Tensor> tensor_list(lua_State* L, int arg, const char* function) {
+  if (lua_type(L, arg) != LUA_TTABLE) binding::type_error(L, arg, function, "table");
+  std::vector<Tensor> tensors;
+  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, arg));
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, arg, i);
+    const Tensor* t = to_tensor(L, -1);
+    lua_pop(L, 1);
+    if (!t) fail("{}: item {} of argument {} is not a tensor", function, i, arg);
+    tensors.push_back(*t);
+  }
+  return tensors;
+}
+
+// Pushes the list of `tensors`, or nil when there are none.
+int push_list(lua_State* L, const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) {
+    lua_pushnil(L);
+    return 1;
+  }
+  lua_safe::create_table(L, static_cast<int64_t>(tensors.size()), 0);
+  for (size_t i = 0; i < tensors.size(); i++) {
+    push_tensor(L, tensors[i]);
+    lua_safe::set_index(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  return 1;
+}
+
+int recording_start(lua_State* L) {
+  const char* name = "call_recording_start";
+  return push_list(
+      L, start_call_recording(tensor_context(L), tensor_list(L, 1, name), tensor_list(L, 2, name)));
+}
+
+int recording_cancel(lua_State* L) {
+  cancel_call_recording(tensor_context(L));
+  return 0;
+}
+
+int recording_finish(lua_State* L) {
+  const char* name = "call_recording_finish";
+  Context* context = tensor_context(L);
+  std::vector<Tensor> inputs, outputs, watched;
+  try {
+    inputs = tensor_list(L, 1, name);
+    outputs = tensor_list(L, 2, name);
+    watched = tensor_list(L, 3, name);
+  } catch (...) {
+    cancel_call_recording(context);
+    throw;
+  }
+  std::unique_ptr<RecordedCall> call = finish_call_recording(context, inputs, outputs, watched);
+  if (!call) {
+    lua_pushnil(L);
+    return 1;
+  }
+  auto* box = static_cast<RecordedCallBox*>(lua_safe::new_userdata(L, sizeof(RecordedCallBox)));
+  box->call = call.release();
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &kRecordedCallKey);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+const RecordedCall& recorded_call(lua_State* L, int arg, const char* function) {
+  void* data = lua_touserdata(L, arg);
+  bool is_call = data && lua_getmetatable(L, arg);
+  if (is_call) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &kRecordedCallKey);
+    is_call = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  if (!is_call || !static_cast<RecordedCallBox*>(data)->call) {
+    binding::type_error(L, arg, function, "recorded call");
+  }
+  return *static_cast<RecordedCallBox*>(data)->call;
+}
+
+int replay(lua_State* L) {
+  const char* name = "call_replay";
+  const RecordedCall& call = recorded_call(L, 1, name);
+  return push_list(
+      L, replay_call(tensor_context(L), call, tensor_list(L, 2, name), tensor_list(L, 3, name)));
+}
+
+// __gc: plain C, no Lua error can arise.
+int release_recorded_call(lua_State* L) {
+  auto* box = static_cast<RecordedCallBox*>(lua_touserdata(L, 1));
+  delete box->call;
+  box->call = nullptr;
+  return 0;
+}
+
+}  // namespace
+
+void add_call_replay_functions(lua_State* L) {
+  lua_newtable(L);
+  lua_pushcfunction(L, release_recorded_call);
+  lua_setfield(L, -2, "__gc");
+  lua_pushliteral(L, "recorded call");
+  lua_setfield(L, -2, "__name");
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &kRecordedCallKey);
+  const luaL_Reg functions[] = {
+      {"call_recording_start", guarded<recording_start>},
+      {"call_recording_finish", guarded<recording_finish>},
+      {"call_recording_cancel", guarded<recording_cancel>},
+      {"call_replay", guarded<replay>},
+      {nullptr, nullptr},
+  };
+  luaL_setfuncs(L, functions, 0);
+}
+
+}  // namespace lazylua
