@@ -22,6 +22,8 @@ namespace lazylua {
 namespace {
 
 using binding::guarded;
+using binding::push_tensor_list;
+using binding::tensor_list;
 
 const char kRecordedCallKey = 0;  // the registry slot of the recorded calls' metatable
 
@@ -29,39 +31,20 @@ struct RecordedCallBox {
   RecordedCall* call;
 };
 
-// The tensors of the list at `arg`.
-std::vector<Tensor> tensor_list(lua_State* L, int arg, const char* function) {
-  if (lua_type(L, arg) != LUA_TTABLE) binding::type_error(L, arg, function, "table");
-  std::vector<Tensor> tensors;
-  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, arg));
-  for (lua_Integer i = 1; i <= count; i++) {
-    lua_rawgeti(L, arg, i);
-    const Tensor* t = to_tensor(L, -1);
-    lua_pop(L, 1);
-    if (!t) fail("{}: item {} of argument {} is not a tensor", function, i, arg);
-    tensors.push_back(*t);
-  }
-  return tensors;
-}
-
 // Pushes the list of `tensors`, or nil when there are none.
 int push_list(lua_State* L, const std::vector<Tensor>& tensors) {
   if (tensors.empty()) {
     lua_pushnil(L);
-    return 1;
-  }
-  lua_safe::create_table(L, static_cast<int64_t>(tensors.size()), 0);
-  for (size_t i = 0; i < tensors.size(); i++) {
-    push_tensor(L, tensors[i]);
-    lua_safe::set_index(L, -2, static_cast<lua_Integer>(i + 1));
+  } else {
+    push_tensor_list(L, tensors);
   }
   return 1;
 }
 
 int recording_start(lua_State* L) {
   const char* name = "call_recording_start";
-  return push_list(
-      L, start_call_recording(tensor_context(L), tensor_list(L, 1, name), tensor_list(L, 2, name)));
+  return push_list(L, start_call_recording(tensor_context(L), tensor_list(L, 1, name, "the inputs"),
+                                           tensor_list(L, 2, name, "the watched tensors")));
 }
 
 int recording_cancel(lua_State* L) {
@@ -74,9 +57,9 @@ int recording_finish(lua_State* L) {
   Context* context = tensor_context(L);
   std::vector<Tensor> inputs, outputs, watched;
   try {
-    inputs = tensor_list(L, 1, name);
-    outputs = tensor_list(L, 2, name);
-    watched = tensor_list(L, 3, name);
+    inputs = tensor_list(L, 1, name, "the inputs");
+    outputs = tensor_list(L, 2, name, "the outputs");
+    watched = tensor_list(L, 3, name, "the watched tensors");
   } catch (...) {
     cancel_call_recording(context);
     throw;
@@ -110,8 +93,8 @@ const RecordedCall& recorded_call(lua_State* L, int arg, const char* function) {
 int replay(lua_State* L) {
   const char* name = "call_replay";
   const RecordedCall& call = recorded_call(L, 1, name);
-  return push_list(
-      L, replay_call(tensor_context(L), call, tensor_list(L, 2, name), tensor_list(L, 3, name)));
+  return push_list(L, replay_call(tensor_context(L), call, tensor_list(L, 2, name, "the inputs"),
+                                  tensor_list(L, 3, name, "the watched tensors")));
 }
 
 // __gc: plain C, no Lua error can arise.

@@ -203,4 +203,26 @@ void push_element(lua_State* L, const Array& a, const int64_t* index) {
   }
 }
 
+std::vector<Tensor> tensor_list(lua_State* L, int index, const char* function, const char* what) {
+  if (lua_type(L, index) != LUA_TTABLE) fail("{}: {} must be a list of tensors", function, what);
+  std::vector<Tensor> list;
+  const auto count = static_cast<lua_Integer>(lua_rawlen(L, index));
+  for (lua_Integer i = 1; i <= count; i++) {
+    lua_rawgeti(L, index, i);
+    const Tensor* t = to_tensor(L, -1);
+    lua_pop(L, 1);
+    if (!t || !*t) fail("{}: {} item {} is not a tensor", function, what, i);
+    list.push_back(*t);
+  }
+  return list;
+}
+
+void push_tensor_list(lua_State* L, const std::vector<Tensor>& list) {
+  lua_safe::create_table(L, static_cast<int64_t>(list.size()), 0);
+  for (size_t i = 0; i < list.size(); i++) {
+    push_tensor(L, list[i]);
+    lua_safe::set_index(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
 }  // namespace lazylua::binding

@@ -109,6 +109,11 @@ void push_element(lua_State* L, const Array& a, const int64_t* index);
 
 // Registers the lazy-mode functions (mark_step, sync, metrics, ir ...).
 void register_lazy_functions(lua_State* L);
+// The tensors of the list at `index`; an error names the function and what
+// the list is ("scan: init must be a list of tensors").
+std::vector<Tensor> tensor_list(lua_State* L, int index, const char* function, const char* what);
+// Pushes a list of the tensors.
+void push_tensor_list(lua_State* L, const std::vector<Tensor>& list);
 // The tensors given as arguments first..top, or in one table at first.
 std::vector<Tensor> tensor_arguments(lua_State* L, int first, const char* function);
 // The graph of the tensors' current values (tensor.ir, tensor.graph): no

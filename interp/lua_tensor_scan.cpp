@@ -19,28 +19,6 @@ struct LuaBodyError : std::exception {
   int reference;
 };
 
-std::vector<Tensor> tensor_list(lua_State* L, int index, const char* what) {
-  if (lua_type(L, index) != LUA_TTABLE) fail("scan: {} must be a list of tensors", what);
-  std::vector<Tensor> list;
-  const auto count = static_cast<lua_Integer>(lua_rawlen(L, index));
-  for (lua_Integer i = 1; i <= count; i++) {
-    lua_rawgeti(L, index, i);
-    const Tensor* t = to_tensor(L, -1);
-    lua_pop(L, 1);
-    if (!t || !*t) fail("scan: {} item {} is not a tensor", what, i);
-    list.push_back(*t);
-  }
-  return list;
-}
-
-void push_list(lua_State* L, const std::vector<Tensor>& list) {
-  lua_safe::create_table(L, static_cast<int64_t>(list.size()), 0);
-  for (size_t i = 0; i < list.size(); i++) {
-    push_tensor(L, list[i]);
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
-}
-
 // A body's Lua error goes to the registry slot *error_ref, reserved first:
 // storing into it then needs no allocation (none may raise in here).
 int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* body_failed,
@@ -49,8 +27,8 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* bo
     lua_safe::ensure_stack(L, 8, "scan");
     const int error_slot = *error_ref = lua_safe::new_reference(L);
     if (lua_type(L, 1) != LUA_TFUNCTION) fail("scan: the body must be a function");
-    const std::vector<Tensor> init = tensor_list(L, 2, "init");
-    const std::vector<Tensor> xs = tensor_list(L, 3, "xs");
+    const std::vector<Tensor> init = tensor_list(L, 2, "scan", "init");
+    const std::vector<Tensor> xs = tensor_list(L, 3, "scan", "xs");
     const int64_t length = check_integer(L, 4, "scan");
     ScanOptions options;
     options.reverse = lua_toboolean(L, 5);
@@ -58,8 +36,8 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* bo
     ScanFunction fn = [L, error_slot](const std::vector<Tensor>& carries,
                                       const std::vector<Tensor>& slices) {
       lua_pushvalue(L, 1);
-      push_list(L, carries);
-      push_list(L, slices);
+      push_tensor_list(L, carries);
+      push_tensor_list(L, slices);
       if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
         lua_rawseti(L, LUA_REGISTRYINDEX, error_slot);
         throw LuaBodyError(error_slot);
@@ -67,8 +45,8 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* bo
       std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
       const int top = lua_gettop(L);
       try {
-        out.first = tensor_list(L, top - 1, "the body's carry");
-        out.second = tensor_list(L, top, "the body's ys");
+        out.first = tensor_list(L, top - 1, "scan", "the body's carry");
+        out.second = tensor_list(L, top, "scan", "the body's ys");
       } catch (...) {
         lua_settop(L, top - 2);
         throw;
@@ -77,7 +55,7 @@ int scan_body(lua_State* L, char* message, size_t size, int* error_ref, bool* bo
       return out;
     };
     const std::vector<Tensor> results = scan(tensor_context(L), fn, init, xs, length, options);
-    push_list(L, results);
+    push_tensor_list(L, results);
     return 1;
   } catch (const LuaBodyError&) {
     *body_failed = true;
