@@ -38,21 +38,7 @@ size_t size_class(size_t size) {
 
 }  // namespace
 
-// Under AddressSanitizer every block goes straight to malloc and free, so a
-// node or tensor used after its release is reported where it happens rather
-// than read from a recycled block.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kRecycleBlocks = false;
-#else
-constexpr bool kRecycleBlocks = true;
-#endif
-
 void* pool_allocate(size_t size) {
-  if (!kRecycleBlocks) {
-    void* block = std::malloc(size);
-    if (!block) throw std::bad_alloc();
-    return block;
-  }
   const size_t index = size_class(size);
   if (index < kClasses) {
     if (FreeBlock* block = free_lists.heads[index]) {
@@ -69,10 +55,6 @@ void* pool_allocate(size_t size) {
 
 void pool_release(void* block, size_t size) noexcept {
   if (!block) return;
-  if (!kRecycleBlocks) {
-    std::free(block);
-    return;
-  }
   const size_t index = size_class(size);
   if (index < kClasses && free_lists.counts[index] < kMaxBlocksPerClass) {
     auto* free_block = static_cast<FreeBlock*>(block);
