@@ -29,6 +29,8 @@ class Buffer : public RefCounted {
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  // Memory a host program lent (it may write it behind lazylua's back).
+  bool lent() const { return static_cast<bool>(release_); }
 
   // Bumped by every eager in-place write: autograd checks that a value it
   // saved was not overwritten before backward used it.

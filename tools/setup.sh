@@ -22,7 +22,7 @@ packages=(
   liblua5.4-dev lua5.4 lua-filesystem
   libreadline-dev libfmt-dev
   libprotobuf-dev protobuf-compiler
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libopenmpi-dev openmpi-bin
   libonnx-dev libonnx-testdata
   libgtest-dev

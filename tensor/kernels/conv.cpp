@@ -1,6 +1,6 @@
 // conv.cpp - convolutions of spatial rank 1 to 3 as matrix products over
-// columns built a chunk at a time; the dispatch to the direct depthwise
-// kernels (conv_depthwise.cpp).
+// columns built a chunk at a time; the dispatch to oneDNN's kernels
+// (conv_onednn.cpp) and to the direct depthwise ones (conv_depthwise.cpp).
 //
 // A group's columns (im2col: row (c, taps) holds input channel c shifted by
 // the tap under every output position) are built for one chunk of output
@@ -497,6 +497,7 @@ void conv_kernel(const Array& x, const Array& weight, const Array& bias, const C
                  const Array& y) {
   const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
   if (g.depthwise()) return conv_detail::depthwise_forward(g, x, weight, bias, y);
+  if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y)) return;
   if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y);
   forward<float>(g, x, weight, bias, y);
 }

@@ -91,6 +91,11 @@ T* thread_scratch(int64_t elements) {
   return buffer.get();
 }
 
+// f32 2-D convolutions (groups 1) through oneDNN (conv_onednn.cpp); false
+// when oneDNN has no kernel for the shape (the column kernels run it).
+bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array& weight,
+                    const Array& bias, const Array& y);
+
 // Direct kernels for depthwise convolutions (conv_depthwise.cpp).
 void depthwise_forward(const ConvGeometry& g, const Array& x, const Array& weight,
                        const Array& bias, const Array& y);

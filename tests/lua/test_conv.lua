@@ -318,9 +318,96 @@ h.test("bad arguments are clear errors, and the process goes on", function()
   h.eq(tensor.conv2d(x, w, {padding = 1}):sum():item(), 3 * 2 * (9 * 9 + 12 * 6 + 4 * 4))
 end)
 
+-- f32 2-D convolutions run on oneDNN with weights packed once per weight
+-- buffer (tensor/kernels/conv_onednn.cpp): the packed copy must follow the
+-- buffer's value. Each result is checked against the layer in f64 (lazylua's
+-- own kernels, not oneDNN's).
+local function near_f64(y, x, w, b, opts, what)
+  local want = b and tensor.conv2d(x:double(), w:double(), b:double(), opts)
+    or tensor.conv2d(x:double(), w:double(), opts)
+  local err = (y:double() - want):abs():max():item()
+  local scale = want:abs():max():item()
+  assert(err <= 1e-5 * scale, string.format("%s: off by %g (scale %g)", what, err, scale))
+end
+
+h.test("conv2d with packed weights: in-place writes to the weight are seen", function()
+  tensor.manual_seed(31)
+  local x = tensor.randn(2, 16, 12, 12)
+  local w, b = tensor.randn(64, 16, 3, 3), tensor.randn(64)
+  local opts = {padding = 1}
+  local first = tensor.conv2d(x, w, b, opts)
+  near_f64(first, x, w, b, opts, "first call")
+  w:mul_(2)
+  local second = tensor.conv2d(x, w, b, opts)
+  near_f64(second, x, w, b, opts, "after w:mul_(2)")
+  assert((second - first):abs():max():item() > 1, "the doubled weight changed nothing")
+  local other = tensor.randn(64, 16, 3, 3)
+  w:copy_(other)
+  near_f64(tensor.conv2d(x, w, b, opts), x, other, b, opts, "after w:copy_(other)")
+  -- A view's in-place write reaches the base's buffer.
+  w:narrow(1, 1, 32):zero_()
+  local third = tensor.conv2d(x, w, b, opts)
+  near_f64(third, x, w, b, opts, "after zeroing a view of the weight")
+  h.eq(third:narrow(2, 1, 32):sub(b:narrow(1, 1, 32):view(1, 32, 1, 1)):abs():max():item(), 0)
+end)
+
+h.test("conv2d with packed weights: new weights, freed ones, a training loop", function()
+  tensor.manual_seed(32)
+  local x = tensor.randn(1, 8, 10, 10)
+  -- New weights each time, the old ones freed: a new buffer at an old
+  -- buffer's address must not find the old buffer's packed copy.
+  for i = 1, 6 do
+    local w = tensor.randn(32, 8, 3, 3)
+    near_f64(tensor.conv2d(x, w), x, w, nil, {}, "new weight " .. i)
+    w = nil
+    collectgarbage()
+  end
+  -- SGD steps on a conv's weight: each step's output is the f64 layer's
+  -- with that step's weight.
+  local nn = require "nn"
+  local conv = nn.Conv2d(8, 32, 3, {padding = 1})
+  local opt = require("optim").SGD(conv:parameters(), {lr = 0.1})
+  for step = 1, 4 do
+    opt:zero_grad()
+    local y = conv(x)
+    near_f64(y, x, conv.weight:detach(), conv.bias:detach(), {padding = 1}, "step " .. step)
+    y:square():mean():backward()
+    opt:step()
+  end
+end)
+
+h.test("LAZYLUA_CONV=columns gives the same layer within rounding; a bad value is said", function()
+  local interpreter = assert(arg and arg[-1], "arg[-1] (the interpreter) is not set")
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write([[
+    tensor.manual_seed(5)
+    local y = tensor.conv2d(tensor.randn(1, 16, 9, 9), tensor.randn(32, 16, 3, 3), {padding = 1})
+    io.write(string.format("%.9g", y:abs():sum():item()))
+  ]])
+  f:close()
+  local function run(value)
+    local pipe = assert(io.popen(string.format("LAZYLUA_CONV=%s %s %s 2>&1", value,
+      arg[-1]:gsub("'", ""), script)))
+    local out = pipe:read("a")
+    pipe:close()
+    return out
+  end
+  local onednn, columns, bad = run("onednn"), run("columns"), run("mkl")
+  os.remove(script)
+  local a, c = tonumber(onednn), tonumber(columns)
+  assert(a and c, "outputs: " .. onednn .. " / " .. columns)
+  assert(math.abs(a - c) <= 1e-5 * a, string.format("onednn %s, columns %s", onednn, columns))
+  assert(bad:find("LAZYLUA_CONV=mkl is not onednn or columns; using onednn", 1, true), bad)
+  assert(tonumber(bad:match("[%d.]+$")) == a, bad)
+end)
+
 h.test("empty batches and channels", function()
   h.shape(tensor.conv2d(tensor.ones(0, 2, 5, 5), tensor.ones(3, 2, 3, 3)), {0, 3, 3, 3})
   h.eq(tensor.conv2d(tensor.ones(1, 0, 5, 5), tensor.ones(3, 0, 3, 3)):sum():item(), 0)
+  -- No input channels: the output is the bias.
+  h.eq(tensor.conv2d(tensor.ones(1, 0, 5, 5), tensor.ones(32, 0, 3, 3), tensor.full({32}, 2.0))
+    :sum():item(), 2 * 32 * 9)
   h.shape(tensor.max_pool2d(tensor.ones(0, 2, 4, 4), 2), {0, 2, 2, 2})
 end)
 

@@ -21,18 +21,28 @@ local LAYERS = {
   {"depthwise 3x3 stride 2 multiplier 2", {2, 12, 15, 15}, {24, 1, 3, 3},
     {groups = 12, stride = 2, padding = 1}},
   {"depthwise 3-D", {1, 6, 5, 6, 7}, {6, 1, 3, 3, 3}, {groups = 6, padding = 1}},
+  -- f32 through oneDNN (tensor/kernels/conv_onednn.cpp): 64 outputs in two
+  -- parts per sample; a first layer's 3 channels; 48 outputs in one part,
+  -- dilated, strided and padded unevenly; a bias.
+  {"oneDNN 3x3, outputs in two parts", {3, 32, 14, 14}, {64, 32, 3, 3}, {padding = 1}},
+  {"oneDNN 7x7 stride 2 from 3 channels", {1, 3, 40, 40}, {64, 3, 7, 7},
+    {stride = 2, padding = 3}},
+  {"oneDNN 3x3 dilated 2, stride 2, uneven pads", {2, 16, 17, 19}, {48, 16, 3, 3},
+    {stride = 2, dilation = 2, padding = {{1, 2}, {0, 3}}}},
+  {"oneDNN 5x3 with a bias", {2, 8, 11, 9}, {32, 8, 5, 3}, {padding = {2, 1}}, true},
 }
 
 local function results()
   local out = {}
   for _, layer in ipairs(LAYERS) do
-    local name, xs, ws, opts = table.unpack(layer)
+    local name, xs, ws, opts, with_bias = table.unpack(layer)
     for _, dtype in ipairs({"f32", "f64"}) do
       tensor.manual_seed(7)
       local x = tensor.randn(table.unpack(xs)):to(dtype):requires_grad(true)
       local w = tensor.randn(table.unpack(ws)):to(dtype):requires_grad(true)
+      local b = with_bias and tensor.randn(ws[1]):to(dtype):requires_grad(true) or nil
       local conv = #xs == 5 and tensor.conv3d or tensor.conv2d
-      local y = conv(x, w, opts)
+      local y = b and conv(x, w, b, opts) or conv(x, w, opts)
       tensor.manual_seed(8)
       local r = tensor.randn(table.unpack(y:size())):to(dtype)
       ;(y * r):sum():backward()
