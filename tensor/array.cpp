@@ -1,6 +1,8 @@
 // array.cpp - buffers and strided views.
 #include "array.h"
 
+#include <atomic>
+
 #include <algorithm>
 
 #include "allocator.h"
@@ -37,6 +39,11 @@ Buffer::Buffer(size_t nbytes) : data_(nullptr), nbytes_(nbytes) {
 
 Buffer::Buffer(void* data, size_t nbytes, std::function<void(void*)> release)
     : data_(data), nbytes_(nbytes), release_(std::move(release)) {}
+
+uint64_t Buffer::next_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 Buffer::~Buffer() {
   if (release_) {

@@ -6,6 +6,7 @@
 // that share the Buffer, so a write through a view reaches the base.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 
@@ -35,10 +36,18 @@ class Buffer : public RefCounted {
   // Bumped by every eager in-place write: autograd checks that a value it
   // saved was not overwritten before backward used it.
   uint32_t version = 0;
+  // Never the same for two buffers of the process (an address may be reused).
+  const uint64_t id = next_id();
+  // References held by caches of derived data (conv_onednn.cpp's packed
+  // weights): a compiled plan may still take the buffer over when only
+  // these and one owner hold it, and bumps `version` when it does.
+  std::atomic<uint32_t> cache_references{0};
 
  private:
   void* data_;
   size_t nbytes_;
+  static uint64_t next_id();
+
   std::function<void(void*)> release_;  // empty: memory belongs to the allocator
   Ref<MemoryBudget> budget_;            // charged with nbytes_, if any
 };

@@ -137,6 +137,20 @@ uint64_t leaf_hash(const Node* node) {
 // references to its node, and the node holds the only reference to its
 // buffer, no tensor, view or later graph can read that buffer again. (At
 // other syncs a pending tensor outside the graph may share nodes with it.)
+// A donated buffer gets a new value during the run: its version is bumped
+// when it is marked and again after a run that succeeds, so that a cache of
+// derived data (conv_onednn.cpp's packed weights) made from its old value,
+// before or during the run, is seen to be stale. (After a failed run the
+// buffer is no one's: the tensors that needed the run keep its error.)
+void bump_donated_versions(const Graph& graph) {
+  for (int position : graph.parameters) {
+    if (!graph.is_donated(position)) continue;
+    const Node* node = graph.nodes[position];
+    const Array& value = node->result.defined() ? node->result : node->data;
+    if (value.buffer) value.buffer->version++;
+  }
+}
+
 void mark_donations(Graph& graph) {
   std::vector<int> edges(graph.nodes.size(), 0);
   for (int position : graph.input_positions) edges[position]++;
@@ -146,8 +160,11 @@ void mark_donations(Graph& graph) {
     const Node* node = graph.nodes[position];
     const Array& value = node->result.defined() ? node->result : node->data;
     if (node->op == Op::scalar || !value.buffer) continue;
-    if (node->use_count() != edges[position] || value.buffer->use_count() != 1) continue;
+    const int holders =
+        value.buffer->use_count() - static_cast<int>(value.buffer->cache_references);
+    if (node->use_count() != edges[position] || holders != 1) continue;
     graph.donated[position] = 1;
+    value.buffer->version++;  // the run overwrites it (bump_donated_versions)
     graph.key = hash_mix(graph.key, static_cast<uint64_t>(position) + 0x646f6e617465ULL);
     any = true;
   }
@@ -383,6 +400,7 @@ void Context::run(std::vector<TensorImpl*> roots, SyncCause cause, bool collect_
   } drop_on_failure{this, graph};
   try {
     outputs = executor->run(graph, metrics);
+    bump_donated_versions(graph);
     drop_on_failure.succeeded = true;
   } catch (const ExecutionError& error) {
     const Node* failed = graph.nodes[error.node];

@@ -17,6 +17,7 @@
 // and eager mode and compiled plans call this same code.
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -162,31 +163,47 @@ std::shared_ptr<const Primitive> find_primitive(const ConvGeometry& g, int64_t o
   return made;
 }
 
-// Packed weights, kept while the buffer they were packed from is alive
-// elsewhere and unchanged. An entry holds a reference to the buffer, so its
-// address is not reused while the entry lives, and a compiled plan cannot
-// write a new value into it (it only takes over buffers nobody else holds);
-// an eager in-place write bumps the buffer's version. Memory lent by a host
-// program can change behind our back and is packed at every call.
+// Packed weights, kept for a weight buffer seen a second time unchanged
+// (the weights of a model called again; a training step's weights are new
+// buffers each step and are packed at each call). An entry holds a
+// reference to the buffer: while it does, the address cannot be reused, a
+// compiled plan neither writes a new value into the buffer nor shares it
+// with another slot (it takes only buffers nobody else holds), and an eager
+// in-place write bumps the buffer's version. A compiled plan may still
+// update the weights in place (the cache's reference is counted apart,
+// Buffer::cache_references) and bumps the version when it does. A buffer
+// seen once is only noted (by id and version, without a reference), so
+// that a training step's weights, new at every step, are not kept. Memory
+// lent by a host program can change behind our back and is packed at every
+// call.
 class WeightCache {
  public:
   // The weights of output channels [first, first + outputs) of `weight`,
-  // packed as `primitive` wants; null when not cacheable (the caller packs).
-  std::shared_ptr<memory> find_or_pack(const Array& weight, int64_t first,
-                                       const Primitive& primitive, dnnl::stream& stream) {
-    if (weight.buffer->lent()) return nullptr;
-    const Key key{weight.buffer.get(), weight.offset, first, primitive.weights};
+  // packed as `primitive` wants; null when not kept (the caller packs).
+  std::shared_ptr<memory> find(const Array& weight, int64_t first, const Primitive& primitive,
+                               dnnl::stream& stream) {
+    const Buffer& buffer = *weight.buffer;
+    if (buffer.lent()) return nullptr;
+    const Key key{buffer.id, weight.offset, first, primitive.weights};
     const std::lock_guard lock(mutex_);
+    forget_dead_entries();
     for (auto& entry : entries_) {
       if (entry.key == key) {
-        if (entry.version == weight.buffer->version) return entry.packed;
-        entry.packed = pack(weight, first, primitive, stream);
-        entry.version = weight.buffer->version;
+        if (entry.version != buffer.version) {
+          entry.packed = pack(weight, first, primitive, stream);
+          entry.version = buffer.version;
+        }
         return entry.packed;
       }
     }
-    forget_dead_entries();
-    Entry entry{key, weight.buffer, weight.buffer->version, pack(weight, first, primitive, stream)};
+    const Seen seen{buffer.id, weight.offset, first, buffer.version};
+    if (std::find(seen_.begin(), seen_.end(), seen) == seen_.end()) {
+      if (seen_.size() == kMaxSeen) seen_.erase(seen_.begin());
+      seen_.push_back(seen);
+      return nullptr;
+    }
+    Entry entry{key, weight.buffer, buffer.version, pack(weight, first, primitive, stream)};
+    entry.buffer->cache_references++;
     bytes_ += primitive.weights.get_size();
     entries_.push_back(std::move(entry));
     return entries_.back().packed;
@@ -204,10 +221,16 @@ class WeightCache {
 
  private:
   struct Key {
-    const Buffer* buffer;
+    uint64_t buffer;
     int64_t offset, first;
     memory::desc layout;
     bool operator==(const Key&) const = default;
+  };
+  struct Seen {
+    uint64_t buffer;
+    int64_t offset, first;
+    uint32_t version;
+    bool operator==(const Seen&) const = default;
   };
   struct Entry {
     Key key;
@@ -215,20 +238,26 @@ class WeightCache {
     uint32_t version;
     std::shared_ptr<memory> packed;
   };
+  static constexpr size_t kMaxSeen = 1024;
 
   // Entries whose buffer only the cache still holds (the model is gone),
   // and all of them when the packed copies pass a bound.
   void forget_dead_entries() {
     constexpr size_t kMaxBytes = size_t{1} << 30;
+    const bool over = bytes_ > kMaxBytes;
     std::erase_if(entries_, [&](const Entry& entry) {
-      const bool dead = entry.buffer->use_count() == 1 || bytes_ > kMaxBytes;
-      if (dead) bytes_ -= entry.packed->get_desc().get_size();
+      const bool dead = over || entry.buffer->use_count() == 1;
+      if (dead) {
+        bytes_ -= entry.packed->get_desc().get_size();
+        entry.buffer->cache_references--;
+      }
       return dead;
     });
   }
 
   std::mutex mutex_;
   std::vector<Entry> entries_;
+  std::vector<Seen> seen_;
   size_t bytes_ = 0;
 };
 
@@ -256,7 +285,7 @@ bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array
   std::vector<std::shared_ptr<memory>> packed(parts);
   for (int64_t part = 0; part < parts; part++) {
     if (!primitive->weights_in) continue;  // the plain weights are the kernel's
-    packed[part] = weight_cache().find_or_pack(weight, part * outputs, *primitive, caller_stream);
+    packed[part] = weight_cache().find(weight, part * outputs, *primitive, caller_stream);
     if (!packed[part])
       packed[part] = WeightCache::pack(weight, part * outputs, *primitive, caller_stream);
   }
