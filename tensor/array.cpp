@@ -1,9 +1,8 @@
 // array.cpp - buffers and strided views.
 #include "array.h"
 
-#include <atomic>
-
 #include <algorithm>
+#include <atomic>
 
 #include "allocator.h"
 #include "error.h"

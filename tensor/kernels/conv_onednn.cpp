@@ -5,9 +5,9 @@
 // (bench/conv_candidates/RESULTS.md, which measured the candidates).
 //
 // Our tensors stay NCHW: each call reorders its input into the layout the
-// kernel wants and its output back. The weights are packed once and kept
-// (WeightCache) while the buffer they came from lives unchanged, so a model
-// called again pays no packing.
+// kernel wants and its output back. The weights of a buffer seen a second
+// time unchanged are packed once and kept (WeightCache), so a model called
+// again pays no packing.
 //
 // oneDNN runs on OpenMP; lazylua's own thread pool splits the work and each
 // worker calls oneDNN with one OpenMP thread (no second set of threads
@@ -26,7 +26,6 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 #include "../thread_pool.h"
@@ -72,8 +71,8 @@ int64_t output_parts(int64_t outputs) {
   return outputs >= 64 && outputs % 32 == 0 ? 2 : 1;
 }
 
-// What one item runs: the convolution of one sample into `outputs` channels
-// of a layer with `all_outputs`, with the reorders around it.
+// What one item runs: the convolution of one sample into one part of the
+// layer's output channels, with the reorders around it.
 struct Primitive {
   dnnl::convolution_forward conv;
   memory::desc src, weights, dst, scratchpad;  // the layouts the kernel wants
@@ -164,18 +163,15 @@ std::shared_ptr<const Primitive> find_primitive(const ConvGeometry& g, int64_t o
 }
 
 // Packed weights, kept for a weight buffer seen a second time unchanged
-// (the weights of a model called again; a training step's weights are new
-// buffers each step and are packed at each call). An entry holds a
-// reference to the buffer: while it does, the address cannot be reused, a
-// compiled plan neither writes a new value into the buffer nor shares it
-// with another slot (it takes only buffers nobody else holds), and an eager
-// in-place write bumps the buffer's version. A compiled plan may still
-// update the weights in place (the cache's reference is counted apart,
-// Buffer::cache_references) and bumps the version when it does. A buffer
-// seen once is only noted (by id and version, without a reference), so
-// that a training step's weights, new at every step, are not kept. Memory
-// lent by a host program can change behind our back and is packed at every
-// call.
+// (the weights of a model called again). A buffer seen once is only noted,
+// by id and version, without a reference: a training step's weights, new
+// or updated at every step, are packed at each call and not kept. An entry
+// holds a reference to its buffer, so the address is not reused and a plan
+// does not share the buffer with another slot; that reference is counted
+// apart (Buffer::cache_references) so that a plan may still update the
+// weights in place, and it bumps the version when it does, as an eager
+// in-place write does. Memory lent by a host program can change behind our
+// back and is packed at every call.
 class WeightCache {
  public:
   // The weights of output channels [first, first + outputs) of `weight`,
