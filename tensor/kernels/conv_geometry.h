@@ -95,6 +95,12 @@ T* thread_scratch(int64_t elements) {
 // when oneDNN has no kernel for the shape (the column kernels run it).
 bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array& weight,
                     const Array& bias, const Array& y);
+// Their input gradient (with a transposed convolution's bias) and weight
+// gradient, likewise.
+bool onednn_grad_input(const ConvGeometry& g, int rank, const Array& grad_y, const Array& weight,
+                       const Array& bias, const Array& grad_x);
+bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, const Array& x,
+                        const Array& grad_weight);
 
 // Direct kernels for depthwise convolutions (conv_depthwise.cpp).
 void depthwise_forward(const ConvGeometry& g, const Array& x, const Array& weight,

@@ -1,20 +1,25 @@
-// conv_onednn.cpp - f32 2-D convolutions through oneDNN's direct kernels,
-// which run on blocked layouts (channels in blocks of 16, the weights
-// packed for the kernel): 1.4-1.6x the rate of columns and an OpenBLAS
-// product on ResNet-18's 3x3 layers with AVX-512, the reorders included
-// (bench/conv_candidates/RESULTS.md, which measured the candidates).
+// conv_onednn.cpp - f32 2-D convolutions and their gradients through
+// oneDNN's direct kernels, which run on blocked layouts (channels in blocks
+// of 16, the weights packed for the kernel): 1.4-1.6x the rate of columns
+// and an OpenBLAS product on ResNet-18's 3x3 layers with AVX-512, the
+// reorders included (bench/conv_candidates/RESULTS.md, which measured the
+// candidates).
 //
-// Our tensors stay NCHW: each call reorders its input into the layout the
-// kernel wants and its output back. The weights of a buffer seen a second
+// Our tensors stay NCHW: each call reorders its inputs into the layouts the
+// kernel wants and its result back. The weights of a buffer seen a second
 // time unchanged are packed once and kept (WeightCache), so a model called
 // again pays no packing.
 //
 // oneDNN runs on OpenMP; lazylua's own thread pool splits the work and each
 // worker calls oneDNN with one OpenMP thread (no second set of threads
-// spinning beside ours). The work is cut into items by the shapes alone, a
-// sample and a part of the output channels each, and every output element
-// is computed inside one item: the bits do not depend on the thread count,
-// and eager mode and compiled plans call this same code.
+// spinning beside ours). The work is cut into items by the shapes alone:
+// a run of samples and a part of the channels each (output channels for the
+// forward pass and the weight gradient, input channels for the input
+// gradient). Every output and input-gradient element is computed inside one
+// item; the weight gradient of each run of samples goes to its own partial
+// sum, and the partial sums are added in run order. So the bits do not
+// depend on the thread count, and eager mode and compiled plans call this
+// same code.
 #include <omp.h>
 
 #include <algorithm>
@@ -26,6 +31,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "../thread_pool.h"
@@ -36,6 +42,7 @@ namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
+constexpr auto kF32 = memory::data_type::f32;
 
 // LAZYLUA_CONV: `onednn` (the default) or `columns` (this file's kernels
 // off: every convolution runs on columns and OpenBLAS, as before oneDNN; for
@@ -49,6 +56,16 @@ bool onednn_chosen() {
     return true;
   }();
   return chosen;
+}
+
+// The convolutions this file takes: f32 2-D with one group, other than a
+// 1x1 window (a plain matrix product, which conv.cpp reads in place and
+// OpenBLAS does as fast without the reorders) and a one-channel input
+// (oneDNN's first-layer kernels and the reorders of their 16-channel
+// blocks were slower than conv.cpp's kernels on a 28x28 input).
+bool taken(const ConvGeometry& g, int rank, DType dtype) {
+  return dtype == DType::f32 && rank == 2 && g.groups == 1 && !g.pointwise() && g.n > 0 &&
+         g.c > 1 && g.o > 0 && onednn_chosen();
 }
 
 const dnnl::engine& cpu_engine() {
@@ -65,43 +82,87 @@ dnnl::stream& thread_stream() {
   return stream;
 }
 
-// Output channels of one item: two parts when they split into whole blocks
-// of 16, so that a single sample still keeps two threads busy.
-int64_t output_parts(int64_t outputs) {
-  return outputs >= 64 && outputs % 32 == 0 ? 2 : 1;
+// Channels of one item: two parts when they split into whole blocks of 16,
+// so that a single sample still keeps two threads busy.
+int64_t channel_parts(int64_t channels) {
+  return channels >= 64 && channels % 32 == 0 ? 2 : 1;
 }
 
-// What one item runs: the convolution of one sample into one part of the
-// layer's output channels, with the reorders around it.
-struct Primitive {
-  dnnl::convolution_forward conv;
-  memory::desc src, weights, dst, scratchpad;  // the layouts the kernel wants
-  memory::desc plain_src, plain_weights, plain_dst, plain_bias;
-  dnnl::reorder src_in, weights_in, dst_out;  // null when the layouts agree
+// Output positions an item aims at: a call on a small plane (a sample of
+// a 14x14 layer is a few microseconds of work) takes several samples, so
+// that the per-call cost of the kernel and its reorders is paid rarely.
+constexpr int64_t kItemPositions = 2048;
+// Runs of samples a convolution is cut into at least, when it has them.
+constexpr int64_t kMinRuns = 4;
+// Runs of a weight gradient, each with its own partial sum, at most.
+constexpr int64_t kWeightRuns = 8;
+
+// The batch cut into `count` runs of consecutive samples: run r is samples
+// [first(r), first(r + 1)), all of the same size but for the last ones,
+// which are one shorter (at most two sizes, so two primitives).
+struct SampleRuns {
+  int64_t samples = 0, count = 1;
+  int64_t first(int64_t run) const { return run * samples / count; }
+  int64_t size(int64_t run) const { return first(run + 1) - first(run); }
 };
 
-using PrimitiveKey = std::vector<int64_t>;
-
-constexpr size_t kAlign = 64;
-size_t round_up(size_t bytes) {
-  return (bytes + kAlign - 1) / kAlign * kAlign;
-}
-char* round_up(char* pointer) {
-  return reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(pointer)));
+SampleRuns item_runs(const ConvGeometry& g) {
+  const int64_t wanted = std::clamp<int64_t>(kItemPositions / std::max<int64_t>(1, g.out_plane()),
+                                             1, std::max<int64_t>(1, ceil_div(g.n, kMinRuns)));
+  return {g.n, ceil_div(g.n, wanted)};
 }
 
-std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, int64_t outputs,
-                                                bool has_bias) {
+SampleRuns weight_runs(const ConvGeometry& g) {
+  return {g.n, std::min(item_runs(g).count, kWeightRuns)};
+}
+
+enum class Pass { forward, input_gradient, weight_gradient };
+
+// The three tensors of a convolution, each in the plain layout of our
+// arrays (a view of a run of samples and a part of the channels) and in the
+// layout the kernel wants, with the reorder between them when they differ:
+// into the kernel's layout for what the pass reads, out of it for what it
+// writes.
+struct Operand {
+  memory::desc plain, kernel;
+  dnnl::reorder reorder;  // null when the layouts agree
+};
+
+struct Primitive {
+  dnnl::primitive op;
+  Operand src, weights, dst;
+  memory::desc plain_bias, scratchpad;
+};
+
+memory::desc any_layout(const memory::desc& plain) {
+  return memory::desc(plain.dims(), kF32, Tag::any);
+}
+
+void add_reorder(Operand& operand, bool into_kernel) {
+  if (operand.kernel == operand.plain) return;
+  const auto& engine = cpu_engine();
+  operand.reorder = into_kernel ? dnnl::reorder(dnnl::reorder::primitive_desc(
+                                      engine, operand.plain, engine, operand.kernel))
+                                : dnnl::reorder(dnnl::reorder::primitive_desc(
+                                      engine, operand.kernel, engine, operand.plain));
+}
+
+// The primitive of `pass` over `samples` samples, `outputs` output channels
+// (starting anywhere in y's O) and `channels` input channels (anywhere in
+// x's C).
+std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, Pass pass, int64_t samples,
+                                                int64_t outputs, int64_t channels, bool has_bias) {
   const auto& engine = cpu_engine();
   const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
+  const int64_t kh = g.kernel[1], kw = g.kernel[2];
   auto p = std::make_shared<Primitive>();
-  p->plain_src = memory::desc({1, g.c, ih, iw}, memory::data_type::f32, Tag::nchw);
-  p->plain_weights =
-      memory::desc({outputs, g.c, g.kernel[1], g.kernel[2]}, memory::data_type::f32, Tag::oihw);
-  // A part of the channels of one sample of y [N, O, oh, ow].
-  p->plain_dst = memory::desc({1, outputs, oh, ow}, memory::data_type::f32,
-                              memory::dims{g.o * oh * ow, oh * ow, ow, 1});
-  p->plain_bias = memory::desc({outputs}, memory::data_type::f32, Tag::x);
+  p->src.plain =
+      memory::desc({samples, channels, ih, iw}, kF32, memory::dims{g.c * ih * iw, ih * iw, iw, 1});
+  p->weights.plain =
+      memory::desc({outputs, channels, kh, kw}, kF32, memory::dims{g.c * kh * kw, kh * kw, kw, 1});
+  p->dst.plain =
+      memory::desc({samples, outputs, oh, ow}, kF32, memory::dims{g.o * oh * ow, oh * ow, ow, 1});
+  p->plain_bias = memory::desc({outputs}, kF32, Tag::x);
   const memory::dims strides{g.stride[1], g.stride[2]};
   const memory::dims dilation{g.dilation[1] - 1, g.dilation[2] - 1};
   const memory::dims pad_l{g.pad_before[1], g.pad_before[2]};
@@ -111,55 +172,106 @@ std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, int64_t o
     pad_r[d - 1] = (g.out[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] + 1 - g.in[d] -
                    g.pad_before[d];
   }
-  auto any = [](const memory::desc& plain) {
-    return memory::desc(plain.dims(), memory::data_type::f32, Tag::any);
-  };
-  const auto description = dnnl::convolution_forward::desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any(p->plain_src),
-      any(p->plain_weights), has_bias ? p->plain_bias : memory::desc(), any(p->plain_dst), strides,
-      dilation, pad_l, pad_r);
+  const bool forward_bias = has_bias && pass == Pass::forward;
+  const auto forward = dnnl::convolution_forward::desc(
+      pass == Pass::forward ? dnnl::prop_kind::forward_inference
+                            : dnnl::prop_kind::forward_training,
+      dnnl::algorithm::convolution_direct, any_layout(p->src.plain), any_layout(p->weights.plain),
+      forward_bias ? p->plain_bias : memory::desc(), any_layout(p->dst.plain), strides, dilation,
+      pad_l, pad_r);
   dnnl::primitive_attr attributes;
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::convolution_forward::primitive_desc pd(description, attributes, engine);
-  p->conv = dnnl::convolution_forward(pd);
-  p->src = pd.src_desc();
-  p->weights = pd.weights_desc();
-  p->dst = pd.dst_desc();
-  p->scratchpad = pd.scratchpad_desc();
-  if (p->src != p->plain_src) {
-    p->src_in = dnnl::reorder(dnnl::reorder::primitive_desc(engine, p->plain_src, engine, p->src));
+  const dnnl::convolution_forward::primitive_desc forward_pd(forward, attributes, engine);
+  if (pass == Pass::forward) {
+    p->op = dnnl::convolution_forward(forward_pd);
+    p->src.kernel = forward_pd.src_desc();
+    p->weights.kernel = forward_pd.weights_desc();
+    p->dst.kernel = forward_pd.dst_desc();
+    p->scratchpad = forward_pd.scratchpad_desc();
+  } else if (pass == Pass::input_gradient) {
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(
+            dnnl::algorithm::convolution_direct, any_layout(p->src.plain),
+            any_layout(p->weights.plain), any_layout(p->dst.plain), strides, dilation, pad_l,
+            pad_r),
+        attributes, engine, forward_pd);
+    p->op = dnnl::convolution_backward_data(pd);
+    p->src.kernel = pd.diff_src_desc();
+    p->weights.kernel = pd.weights_desc();
+    p->dst.kernel = pd.diff_dst_desc();
+    p->scratchpad = pd.scratchpad_desc();
+  } else {
+    const dnnl::convolution_backward_weights::primitive_desc pd(
+        dnnl::convolution_backward_weights::desc(
+            dnnl::algorithm::convolution_direct, any_layout(p->src.plain),
+            any_layout(p->weights.plain), any_layout(p->dst.plain), strides, dilation, pad_l,
+            pad_r),
+        attributes, engine, forward_pd);
+    p->op = dnnl::convolution_backward_weights(pd);
+    p->src.kernel = pd.src_desc();
+    p->weights.kernel = pd.diff_weights_desc();
+    p->dst.kernel = pd.diff_dst_desc();
+    p->scratchpad = pd.scratchpad_desc();
   }
-  if (p->weights != p->plain_weights) {
-    p->weights_in =
-        dnnl::reorder(dnnl::reorder::primitive_desc(engine, p->plain_weights, engine, p->weights));
-  }
-  if (p->dst != p->plain_dst) {
-    p->dst_out = dnnl::reorder(dnnl::reorder::primitive_desc(engine, p->dst, engine, p->plain_dst));
-  }
+  // What the pass reads goes into the kernel's layout, what it writes out.
+  add_reorder(p->src, pass != Pass::input_gradient);
+  add_reorder(p->weights, pass != Pass::weight_gradient);
+  add_reorder(p->dst, pass != Pass::forward);
   return p;
 }
 
-// Primitives by shape: made once per layer shape (oneDNN generates their
-// code), kept for the process. Null: oneDNN has no kernel for the shape.
-std::shared_ptr<const Primitive> find_primitive(const ConvGeometry& g, int64_t outputs,
-                                                bool has_bias) {
+// Primitives by pass and shape: made once per layer shape (oneDNN generates
+// their code), kept for the process. Null: oneDNN has no kernel for it.
+std::shared_ptr<const Primitive> find_primitive(const ConvGeometry& g, Pass pass, int64_t samples,
+                                                int64_t outputs, int64_t channels, bool has_bias) {
   static std::mutex mutex;
-  static std::map<PrimitiveKey, std::shared_ptr<const Primitive>> primitives;
-  PrimitiveKey key{g.c,         g.o,           outputs,       g.in[1],         g.in[2],
-                   g.out[1],    g.out[2],      g.kernel[1],   g.kernel[2],     g.stride[1],
-                   g.stride[2], g.dilation[1], g.dilation[2], g.pad_before[1], g.pad_before[2],
-                   has_bias};
+  static std::map<std::vector<int64_t>, std::shared_ptr<const Primitive>> primitives;
+  std::vector<int64_t> key{static_cast<int64_t>(pass),
+                           samples,
+                           g.c,
+                           g.o,
+                           outputs,
+                           channels,
+                           g.in[1],
+                           g.in[2],
+                           g.out[1],
+                           g.out[2],
+                           g.kernel[1],
+                           g.kernel[2],
+                           g.stride[1],
+                           g.stride[2],
+                           g.dilation[1],
+                           g.dilation[2],
+                           g.pad_before[1],
+                           g.pad_before[2],
+                           has_bias};
   const std::lock_guard lock(mutex);
   auto found = primitives.find(key);
   if (found != primitives.end()) return found->second;
   std::shared_ptr<const Primitive> made;
   try {
-    made = make_primitive(g, outputs, has_bias);
+    made = make_primitive(g, pass, samples, outputs, channels, has_bias);
   } catch (const dnnl::error&) {
     made = nullptr;  // the column kernels take it
   }
   primitives.emplace(std::move(key), made);
   return made;
+}
+
+// The primitives of a pass for every run size of `runs` (at most two), by
+// size; empty when oneDNN has no kernel for one of them.
+std::map<int64_t, std::shared_ptr<const Primitive>> find_primitives(
+    const ConvGeometry& g, Pass pass, const SampleRuns& runs, int64_t outputs, int64_t channels,
+    bool has_bias) {
+  std::map<int64_t, std::shared_ptr<const Primitive>> by_size;
+  for (int64_t run = 0; run < runs.count; run++) {
+    const int64_t size = runs.size(run);
+    if (by_size.contains(size)) continue;
+    auto primitive = find_primitive(g, pass, size, outputs, channels, has_bias);
+    if (!primitive) return {};
+    by_size.emplace(size, std::move(primitive));
+  }
+  return by_size;
 }
 
 // Packed weights, kept for a weight buffer seen a second time unchanged
@@ -174,43 +286,42 @@ std::shared_ptr<const Primitive> find_primitive(const ConvGeometry& g, int64_t o
 // back and is packed at every call.
 class WeightCache {
  public:
-  // The weights of output channels [first, first + outputs) of `weight`,
-  // packed as `primitive` wants; null when not kept (the caller packs).
-  std::shared_ptr<memory> find(const Array& weight, int64_t first, const Primitive& primitive,
+  // The part of `weight` that starts `offset` elements in, packed as
+  // `operand` wants; null when not kept (the caller packs).
+  std::shared_ptr<memory> find(const Array& weight, int64_t offset, const Operand& operand,
                                dnnl::stream& stream) {
     const Buffer& buffer = *weight.buffer;
     if (buffer.lent()) return nullptr;
-    const Key key{buffer.id, weight.offset, first, primitive.weights};
+    const Key key{buffer.id, weight.offset, offset, operand.kernel};
     const std::lock_guard lock(mutex_);
     forget_dead_entries();
     for (auto& entry : entries_) {
       if (entry.key == key) {
         if (entry.version != buffer.version) {
-          entry.packed = pack(weight, first, primitive, stream);
+          entry.packed = pack(weight, offset, operand, stream);
           entry.version = buffer.version;
         }
         return entry.packed;
       }
     }
-    const Seen seen{buffer.id, weight.offset, first, buffer.version};
+    const Seen seen{buffer.id, weight.offset, offset, buffer.version};
     if (std::find(seen_.begin(), seen_.end(), seen) == seen_.end()) {
       if (seen_.size() == kMaxSeen) seen_.erase(seen_.begin());
       seen_.push_back(seen);
       return nullptr;
     }
-    Entry entry{key, weight.buffer, buffer.version, pack(weight, first, primitive, stream)};
+    Entry entry{key, weight.buffer, buffer.version, pack(weight, offset, operand, stream)};
     entry.buffer->cache_references++;
-    bytes_ += primitive.weights.get_size();
+    bytes_ += operand.kernel.get_size();
     entries_.push_back(std::move(entry));
     return entries_.back().packed;
   }
 
-  static std::shared_ptr<memory> pack(const Array& weight, int64_t first,
-                                      const Primitive& primitive, dnnl::stream& stream) {
-    const int64_t per_output = weight.numel() / weight.shape[0];
-    memory plain(primitive.plain_weights, cpu_engine(), weight.data<float>() + first * per_output);
-    auto packed = std::make_shared<memory>(primitive.weights, cpu_engine());
-    primitive.weights_in.execute(stream, plain, *packed);
+  static std::shared_ptr<memory> pack(const Array& weight, int64_t offset, const Operand& operand,
+                                      dnnl::stream& stream) {
+    memory plain(operand.plain, cpu_engine(), const_cast<float*>(weight.data<float>()) + offset);
+    auto packed = std::make_shared<memory>(operand.kernel, cpu_engine());
+    operand.reorder.execute(stream, plain, *packed);
     stream.wait();
     return packed;
   }
@@ -218,13 +329,13 @@ class WeightCache {
  private:
   struct Key {
     uint64_t buffer;
-    int64_t offset, first;
+    int64_t offset, part_offset;
     memory::desc layout;
     bool operator==(const Key&) const = default;
   };
   struct Seen {
     uint64_t buffer;
-    int64_t offset, first;
+    int64_t offset, part_offset;
     uint32_t version;
     bool operator==(const Seen&) const = default;
   };
@@ -262,80 +373,243 @@ WeightCache& weight_cache() {
   return *cache;
 }
 
+// The packed weights of each part (`parts` views of `weight`, the p-th
+// starting `part_offset * p` elements in) for each primitive, by run size,
+// on the calling thread: cached, or packed now into memory this call owns;
+// null where the kernel reads the plain weights. Primitives of two run
+// sizes that want the same layout share one packing.
+using PackedWeights = std::map<int64_t, std::vector<std::shared_ptr<memory>>>;
+
+PackedWeights packed_weights(const Array& weight, int64_t parts, int64_t part_offset,
+                             const std::map<int64_t, std::shared_ptr<const Primitive>>& by_size) {
+  PackedWeights packed;
+  const std::vector<std::shared_ptr<memory>>* previous = nullptr;
+  const Primitive* previous_primitive = nullptr;
+  dnnl::stream& stream = thread_stream();
+  for (const auto& [size, primitive] : by_size) {
+    auto& parts_packed = packed[size];
+    if (previous && previous_primitive->weights.kernel == primitive->weights.kernel) {
+      parts_packed = *previous;
+      continue;
+    }
+    parts_packed.resize(parts);
+    if (primitive->weights.reorder) {
+      for (int64_t part = 0; part < parts; part++) {
+        const int64_t offset = part * part_offset;
+        auto& slot = parts_packed[part];
+        slot = weight_cache().find(weight, offset, primitive->weights, stream);
+        if (!slot) slot = WeightCache::pack(weight, offset, primitive->weights, stream);
+      }
+    }
+    previous = &parts_packed;
+    previous_primitive = primitive.get();
+  }
+  return packed;
+}
+
+// The calling thread's scratch memory for one item, handed out in 64-byte
+// aligned pieces.
+class ItemScratch {
+ public:
+  explicit ItemScratch(const Primitive& p) {
+    const Operand* operands[] = {&p.src, &p.weights, &p.dst};
+    size_t bytes = round_up(p.scratchpad.get_size()) + kAlign;
+    for (const Operand* operand : operands) {
+      if (operand->reorder) bytes += round_up(operand->kernel.get_size());
+    }
+    next_ = round_up(thread_scratch<char>(static_cast<int64_t>(bytes)));
+  }
+  char* take(size_t bytes) {
+    char* at = next_;
+    next_ += round_up(bytes);
+    return at;
+  }
+
+ private:
+  static constexpr size_t kAlign = 64;
+  static size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+  static char* round_up(char* pointer) {
+    return reinterpret_cast<char*>(round_up(reinterpret_cast<uintptr_t>(pointer)));
+  }
+  char* next_;
+};
+
+// One operand of an item's call: our memory at `plain` (or `packed`, the
+// weights already in the kernel's layout), in the kernel's layout.
+struct Bound {
+  memory plain, kernel;
+};
+
+Bound bind(const Operand& operand, float* plain, const std::shared_ptr<memory>& packed, bool read,
+           ItemScratch& scratch, dnnl::stream& stream) {
+  const auto& engine = cpu_engine();
+  memory at(operand.plain, engine, plain);
+  if (!operand.reorder) return {at, at};
+  if (packed) return {at, *packed};
+  memory kernel(operand.kernel, engine, scratch.take(operand.kernel.get_size()));
+  if (read) operand.reorder.execute(stream, at, kernel);
+  return {at, kernel};
+}
+
+// Runs `item(index)` for [0, count) on the pool; an error of oneDNN's in
+// any item is thrown after.
+template <typename Item>
+void run_items(int64_t count, Item&& item) {
+  std::atomic<bool> failed{false};
+  parallel_for(count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t index = begin; index < end; index++) {
+      try {
+        item(index);
+      } catch (const dnnl::error&) {
+        failed = true;
+      }
+    }
+  });
+  if (failed) throw InternalError("oneDNN failed to run a convolution it had accepted");
+}
+
+// Executes an item's primitive on its bound operands, then writes out what
+// it wrote (`written`) in our layout.
+void execute(const Primitive& p, const Bound& src, const Bound& weights, const Bound& dst,
+             const Operand& written_operand, const Bound& written, const memory* bias,
+             ItemScratch& scratch, dnnl::stream& stream) {
+  const bool weight_pass = &written_operand == &p.weights;
+  memory scratchpad(p.scratchpad, cpu_engine(), scratch.take(p.scratchpad.get_size()));
+  std::unordered_map<int, memory> arguments{{DNNL_ARG_SCRATCHPAD, scratchpad}};
+  if (&written_operand == &p.dst) {
+    arguments.insert({{DNNL_ARG_SRC, src.kernel},
+                      {DNNL_ARG_WEIGHTS, weights.kernel},
+                      {DNNL_ARG_DST, dst.kernel}});
+    if (bias) arguments.emplace(DNNL_ARG_BIAS, *bias);
+  } else if (!weight_pass) {
+    arguments.insert({{DNNL_ARG_DIFF_SRC, src.kernel},
+                      {DNNL_ARG_WEIGHTS, weights.kernel},
+                      {DNNL_ARG_DIFF_DST, dst.kernel}});
+  } else {
+    arguments.insert({{DNNL_ARG_SRC, src.kernel},
+                      {DNNL_ARG_DIFF_WEIGHTS, weights.kernel},
+                      {DNNL_ARG_DIFF_DST, dst.kernel}});
+  }
+  p.op.execute(stream, arguments);
+  if (written_operand.reorder) {
+    memory from = written.kernel, to = written.plain;
+    written_operand.reorder.execute(stream, from, to);
+  }
+  stream.wait();
+}
+
 }  // namespace
 
 bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array& weight,
                     const Array& bias, const Array& y) {
-  // A 1x1 window is a plain matrix product (conv.cpp reads the input in
-  // place), which OpenBLAS does as fast without the reorders.
-  if (y.dtype != DType::f32 || rank != 2 || g.groups != 1 || g.pointwise() || g.n == 0 ||
-      g.c == 0 || !onednn_chosen()) {
-    return false;
-  }
-  const int64_t parts = output_parts(g.o), outputs = g.o / parts;
-  dnnl::stream& caller_stream = thread_stream();  // before any oneDNN call on this thread
-  const auto primitive = find_primitive(g, outputs, bias.defined());
-  if (!primitive) return false;
-  // The packed weights of each part, on this thread (cached, or packed now
-  // into memory this call owns).
-  std::vector<std::shared_ptr<memory>> packed(parts);
-  for (int64_t part = 0; part < parts; part++) {
-    if (!primitive->weights_in) continue;  // the plain weights are the kernel's
-    packed[part] = weight_cache().find(weight, part * outputs, *primitive, caller_stream);
-    if (!packed[part])
-      packed[part] = WeightCache::pack(weight, part * outputs, *primitive, caller_stream);
-  }
-  const int64_t in_sample = g.c * g.in_plane(), out_sample = g.o * g.out_plane();
+  if (!taken(g, rank, y.dtype)) return false;
+  (void)thread_stream();  // before any oneDNN call on this thread
+  const SampleRuns runs = item_runs(g);
+  const int64_t parts = channel_parts(g.o), outputs = g.o / parts;
+  const auto primitives = find_primitives(g, Pass::forward, runs, outputs, g.c, bias.defined());
+  if (primitives.empty()) return false;
   const int64_t per_output = weight.numel() / g.o;
-  const size_t src_bytes = primitive->src_in ? primitive->src.get_size() : 0;
-  const size_t dst_bytes = primitive->dst_out ? primitive->dst.get_size() : 0;
-  std::atomic<bool> failed{false};
-  auto run_item = [&](int64_t item) {
-    const int64_t sample = item / parts, part = item % parts;
-    try {
-      auto& stream = thread_stream();
-      const auto& engine = cpu_engine();
-      // src, dst and the kernel's scratchpad, each 64-byte aligned.
-      const size_t dst_at = round_up(src_bytes), scratchpad_at = dst_at + round_up(dst_bytes);
-      char* scratch = round_up(thread_scratch<char>(
-          static_cast<int64_t>(scratchpad_at + primitive->scratchpad.get_size() + kAlign)));
-      memory plain_src(primitive->plain_src, engine,
-                       const_cast<float*>(x.data<float>()) + sample * in_sample);
-      memory src = plain_src;
-      if (primitive->src_in) {
-        src = memory(primitive->src, engine, scratch);
-        primitive->src_in.execute(stream, plain_src, src);
-      }
-      memory plain_dst(primitive->plain_dst, engine,
-                       y.data<float>() + sample * out_sample + part * outputs * g.out_plane());
-      memory dst =
-          primitive->dst_out ? memory(primitive->dst, engine, scratch + dst_at) : plain_dst;
-      memory weights =
-          packed[part]
-              ? *packed[part]
-              : memory(primitive->plain_weights, engine,
-                       const_cast<float*>(weight.data<float>()) + part * outputs * per_output);
-      memory scratchpad(primitive->scratchpad, engine, scratch + scratchpad_at);
-      std::unordered_map<int, memory> arguments{{DNNL_ARG_SRC, src},
-                                                {DNNL_ARG_WEIGHTS, weights},
-                                                {DNNL_ARG_DST, dst},
-                                                {DNNL_ARG_SCRATCHPAD, scratchpad}};
-      if (bias.defined()) {
-        arguments.emplace(DNNL_ARG_BIAS,
-                          memory(primitive->plain_bias, engine,
-                                 const_cast<float*>(bias.data<float>()) + part * outputs));
-      }
-      primitive->conv.execute(stream, arguments);
-      if (primitive->dst_out) primitive->dst_out.execute(stream, dst, plain_dst);
-      stream.wait();
-    } catch (const dnnl::error&) {
-      failed = true;
+  const auto packed = packed_weights(weight, parts, outputs * per_output, primitives);
+  const int64_t in_sample = g.c * g.in_plane(), out_sample = g.o * g.out_plane();
+  float* x_data = const_cast<float*>(x.data<float>());
+  float* w_data = const_cast<float*>(weight.data<float>());
+  run_items(runs.count * parts, [&](int64_t item) {
+    const int64_t run = item / parts, part = item % parts;
+    const Primitive& p = *primitives.at(runs.size(run));
+    auto& stream = thread_stream();
+    ItemScratch scratch(p);
+    const int64_t first = runs.first(run);
+    const Bound src = bind(p.src, x_data + first * in_sample, nullptr, true, scratch, stream);
+    const Bound weights = bind(p.weights, w_data + part * outputs * per_output,
+                               packed.at(runs.size(run))[part], true, scratch, stream);
+    const Bound dst =
+        bind(p.dst, y.data<float>() + first * out_sample + part * outputs * g.out_plane(), nullptr,
+             false, scratch, stream);
+    std::unique_ptr<memory> bias_memory;
+    if (bias.defined()) {
+      bias_memory = std::make_unique<memory>(
+          p.plain_bias, cpu_engine(), const_cast<float*>(bias.data<float>()) + part * outputs);
     }
-  };
-  parallel_for(g.n * parts, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; item++) run_item(item);
+    execute(p, src, weights, dst, p.dst, dst, bias_memory.get(), scratch, stream);
   });
-  if (failed) throw InternalError("oneDNN failed to run a convolution it had accepted");
+  return true;
+}
+
+bool onednn_grad_input(const ConvGeometry& g, int rank, const Array& grad_y, const Array& weight,
+                       const Array& bias, const Array& grad_x) {
+  if (!taken(g, rank, grad_x.dtype)) return false;
+  (void)thread_stream();
+  const SampleRuns runs = item_runs(g);
+  const int64_t parts = channel_parts(g.c), channels = g.c / parts;
+  const auto primitives = find_primitives(g, Pass::input_gradient, runs, g.o, channels, false);
+  if (primitives.empty()) return false;
+  const int64_t taps = g.taps();
+  const auto packed = packed_weights(weight, parts, channels * taps, primitives);
+  const int64_t in_sample = g.c * g.in_plane(), out_sample = g.o * g.out_plane();
+  float* gy_data = const_cast<float*>(grad_y.data<float>());
+  float* w_data = const_cast<float*>(weight.data<float>());
+  float* gx_data = grad_x.data<float>();
+  run_items(runs.count * parts, [&](int64_t item) {
+    const int64_t run = item / parts, part = item % parts;
+    const Primitive& p = *primitives.at(runs.size(run));
+    auto& stream = thread_stream();
+    ItemScratch scratch(p);
+    const int64_t first = runs.first(run), c0 = part * channels;
+    const Bound dst = bind(p.dst, gy_data + first * out_sample, nullptr, true, scratch, stream);
+    const Bound weights =
+        bind(p.weights, w_data + c0 * taps, packed.at(runs.size(run))[part], true, scratch, stream);
+    float* target = gx_data + first * in_sample + c0 * g.in_plane();
+    const Bound src = bind(p.src, target, nullptr, false, scratch, stream);
+    execute(p, src, weights, dst, p.src, src, nullptr, scratch, stream);
+    // A transposed convolution's bias, added to what this item wrote.
+    if (!bias.defined()) return;
+    for (int64_t s = 0; s < runs.size(run); s++) {
+      for (int64_t c = 0; c < channels; c++) {
+        float* at = target + s * in_sample + c * g.in_plane();
+        const float add = bias.data<float>()[c0 + c];
+        for (int64_t e = 0; e < g.in_plane(); e++) at[e] += add;
+      }
+    }
+  });
+  return true;
+}
+
+bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, const Array& x,
+                        const Array& grad_weight) {
+  if (!taken(g, rank, grad_weight.dtype)) return false;
+  (void)thread_stream();
+  const SampleRuns runs = weight_runs(g);
+  const int64_t parts = channel_parts(g.o), outputs = g.o / parts;
+  const auto primitives = find_primitives(g, Pass::weight_gradient, runs, outputs, g.c, false);
+  if (primitives.empty()) return false;
+  const int64_t size = grad_weight.numel(), per_output = size / g.o;
+  const int64_t in_sample = g.c * g.in_plane(), out_sample = g.o * g.out_plane();
+  // Run 0's sum goes straight into grad_weight, the others' into partial
+  // sums, added after in run order.
+  float* out = grad_weight.data<float>();
+  float* partial = thread_scratch<float, kPartialSums>((runs.count - 1) * size);
+  float* x_data = const_cast<float*>(x.data<float>());
+  float* gy_data = const_cast<float*>(grad_y.data<float>());
+  run_items(runs.count * parts, [&](int64_t item) {
+    const int64_t run = item / parts, part = item % parts;
+    const Primitive& p = *primitives.at(runs.size(run));
+    auto& stream = thread_stream();
+    ItemScratch scratch(p);
+    const int64_t first = runs.first(run);
+    const Bound src = bind(p.src, x_data + first * in_sample, nullptr, true, scratch, stream);
+    const Bound dst = bind(p.dst, gy_data + first * out_sample + part * outputs * g.out_plane(),
+                           nullptr, true, scratch, stream);
+    float* sum = (run == 0 ? out : partial + (run - 1) * size) + part * outputs * per_output;
+    const Bound weights = bind(p.weights, sum, nullptr, false, scratch, stream);
+    execute(p, src, weights, dst, p.weights, weights, nullptr, scratch, stream);
+  });
+  parallel_for(size, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t run = 1; run < runs.count; run++) {
+      const float* __restrict add = partial + (run - 1) * size;
+      float* __restrict target = out;
+      for (int64_t e = begin; e < end; e++) target[e] += add[e];
+    }
+  });
   return true;
 }
 

@@ -227,6 +227,10 @@ local cases = {
     x = {9, 5, 3, 3}, w = {6, 5, 1, 1}, bias = true, opts = {}},
   {name = "conv2d 1x1 over planes of 272 positions, one product per sample", x = {3, 3, 16, 17},
     w = {4, 3, 1, 1}, opts = {}},
+  -- f32: oneDNN's input gradient, with the bias added after.
+  {name = "conv_transpose2d stride 2, output_padding 1, bias", transpose = true,
+    x = {2, 4, 5, 5}, w = {4, 3, 3, 3}, bias = true,
+    opts = {stride = 2, padding = 1, output_padding = 1}},
 }
 
 for _, case in ipairs(cases) do
@@ -496,3 +500,4 @@ h.test("bad inputs are clear errors naming the function and the value", function
   h.shape(tensor.conv2d(x, w, {groups = 2, padding = "same"}), {1, 4, 6, 6})
   h.shape(tensor.conv_transpose2d(x, wt, {stride = 2, output_padding = 1}), {1, 3, 14, 14})
 end)
+h.done("test_conv_family")

@@ -30,6 +30,11 @@ local LAYERS = {
   {"oneDNN 3x3 dilated 2, stride 2, uneven pads", {2, 16, 17, 19}, {48, 16, 3, 3},
     {stride = 2, dilation = 2, padding = {{1, 2}, {0, 3}}}},
   {"oneDNN 5x3 with a bias", {2, 8, 11, 9}, {32, 8, 5, 3}, {padding = {2, 1}}, true},
+  -- 13 samples of 14x14 in runs of 3, 3, 3 and 4 (two primitives), the
+  -- weight gradient over four partial sums; an input gradient over input
+  -- channels in two parts.
+  {"oneDNN 3x3 over uneven runs of samples", {13, 16, 14, 14}, {32, 16, 3, 3}, {padding = 1}},
+  {"oneDNN input gradient in two parts", {2, 64, 9, 9}, {16, 64, 3, 3}, {padding = 1}},
 }
 
 local function results()
@@ -105,3 +110,4 @@ h.test("conv layers in f32 agree with the same layers in f64", function()
     end
   end
 end)
+h.done("test_conv_threads")
