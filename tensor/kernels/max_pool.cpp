@@ -8,6 +8,7 @@
 
 #include "../thread_pool.h"
 #include "conv.h"
+#include "simd.h"
 
 namespace lazylua {
 namespace {
@@ -268,25 +269,242 @@ class PlanePooling {
   int64_t inner_begin_ = 0, inner_end_ = 0;
 };
 
+// Planes per parallel_for item range: about kElementwiseGrain elements.
+int64_t plane_grain(const Array& x) {
+  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, x.shape[2] * x.shape[3]));
+}
+
 // Runs body(plane, scratch) on each [H, W] plane of x's N*C.
 template <typename T, typename Body>
 void for_each_plane(const Array& x, const PlanePooling<T>& pooling, Body&& body) {
-  const int64_t planes = x.shape[0] * x.shape[1], area = x.shape[2] * x.shape[3];
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, area));
-  parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(x.shape[0] * x.shape[1], plane_grain(x), [&](int64_t begin, int64_t end) {
     PoolScratch<T> scratch;
     pooling.reserve(scratch);
     for (int64_t p = begin; p < end; p++) body(p, scratch);
   });
 }
 
+// ---- 2x2 windows, stride 2, no padding ----
+//
+// The CNNs' pooling (bench/bench_training.lua: [64, 16, 28, 28] and
+// [64, 32, 14, 14]). The general path above pays a few calls, a copy into
+// phases and scratch rows per input row, which for rows of 14 or 28 costs
+// several times the memory traffic, and its gradient fills grad_x before
+// scattering into it. Here every window is a 2x2 block of the plane,
+// entirely inside it (an odd last row or column belongs to no window), so
+// a window's four elements a b / c d come straight from two input rows,
+// even and odd columns split apart by shuffles: the forward reads x once
+// and writes y once, and the gradient reads x and grad_y once and writes
+// every element of grad_x once (its gradient or 0), with no fill.
+//
+// A window's result is pick(pick(a, b), pick(c, d)), pick(u, v) being v if
+// it replaces u: the first maximum (or NaN) of each row, then of the two,
+// which is the window's first maximum (or first NaN) in row-major order,
+// the general path's result (the first row that holds the maximum holds
+// its first occurrence). Gradients: each input is in at most one window,
+// so grad_x is 0 + grad_y at the window's position (0 + g, as the general
+// path's fill and add give: a -0 gradient lands as +0) and +0 elsewhere.
+
+template <typename T>
+using Vec = simd::Vec<T>;
+template <typename T>
+constexpr int64_t kLanes = simd::kLanes<T>;
+// The shuffles below spell out the lanes of 32-byte vectors.
+static_assert(kLanes<float> == 8 && kLanes<double> == 4);
+
+// The shuffles stay within 128-bit halves where they can (one cheap
+// instruction each on x86, where a permute across halves costs more): the
+// even and odd elements of 2 * kLanes consecutive ones come out swizzled
+// (outputs 0 1 4 5 2 3 6 7 for floats, 0 2 1 3 for doubles), the same for
+// the four elements of a window, which are compared lane by lane; the
+// results are put back in order with one permute (swizzle), and gradients
+// swizzled the same way store to consecutive elements with two unpacks
+// (interleave).
+inline void deinterleave(const float* p, Vec<float>& even, Vec<float>& odd) {
+  const Vec<float> lo = simd::load(p), hi = simd::load(p + 8);
+  even = __builtin_shufflevector(lo, hi, 0, 2, 8, 10, 4, 6, 12, 14);
+  odd = __builtin_shufflevector(lo, hi, 1, 3, 9, 11, 5, 7, 13, 15);
+}
+inline void deinterleave(const double* p, Vec<double>& even, Vec<double>& odd) {
+  const Vec<double> lo = simd::load(p), hi = simd::load(p + 4);
+  even = __builtin_shufflevector(lo, hi, 0, 4, 2, 6);
+  odd = __builtin_shufflevector(lo, hi, 1, 5, 3, 7);
+}
+// Swizzled order to natural order and back (the permutation is its own
+// inverse: it swaps the middle two 64-bit quarters).
+inline Vec<float> swizzle(Vec<float> v) {
+  return __builtin_shufflevector(v, v, 0, 1, 4, 5, 2, 3, 6, 7);
+}
+inline Vec<double> swizzle(Vec<double> v) {
+  return __builtin_shufflevector(v, v, 0, 2, 1, 3);
+}
+// Stores even[i] at p[2i] and odd[i] at p[2i + 1], both in swizzled order.
+inline void interleave(Vec<float> even, Vec<float> odd, float* p) {
+  simd::store(p, __builtin_shufflevector(even, odd, 0, 8, 1, 9, 4, 12, 5, 13));
+  simd::store(p + 8, __builtin_shufflevector(even, odd, 2, 10, 3, 11, 6, 14, 7, 15));
+}
+inline void interleave(Vec<double> even, Vec<double> odd, double* p) {
+  simd::store(p, __builtin_shufflevector(even, odd, 0, 4, 2, 6));
+  simd::store(p + 4, __builtin_shufflevector(even, odd, 1, 5, 3, 7));
+}
+
+// replaces() lane by lane, all ones where `value` replaces `best`, in
+// three operations: value > best or value is NaN is "not value <= best";
+// and best is no NaN.
+template <typename V>
+inline auto replaces_lanes(V value, V best) {
+  return ~(value <= best) & (best == best);
+}
+
+// kLanes windows (swizzled): their maxima and where they are, as lane
+// masks: in the bottom row (`bottom`), in the right column of the top row
+// (`top_right`) and of the bottom row (`bottom_right`).
+template <typename T>
+struct Windows2x2 {
+  Vec<T> value;
+  decltype(Vec<T>{} > Vec<T>{}) top_right, bottom_right, bottom;
+};
+
+// The windows of kLanes outputs whose top-left corners are r0[0], r0[2]...
+// (r1 the row below).
+template <typename T>
+inline Windows2x2<T> windows_2x2(const T* r0, const T* r1) {
+  Vec<T> a, b, c, d;
+  deinterleave(r0, a, b);
+  deinterleave(r1, c, d);
+  Windows2x2<T> w;
+  w.top_right = replaces_lanes(b, a);
+  w.bottom_right = replaces_lanes(d, c);
+  const Vec<T> top = w.top_right ? b : a, bottom = w.bottom_right ? d : c;
+  w.bottom = replaces_lanes(bottom, top);
+  w.value = w.bottom ? bottom : top;
+  return w;
+}
+
+// One window, scalar (for the row tails the vectors may not cover): its
+// value, and its position 0 to 3 (a, b, c, d) in `position`.
+template <typename T>
+inline T window_2x2(const T* r0, const T* r1, int64_t ow, int& position) {
+  const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+  const bool top_right = replaces(b, a), bottom_right = replaces(d, c);
+  const T top = top_right ? b : a, bottom = bottom_right ? d : c;
+  const bool in_bottom = replaces(bottom, top);
+  position = in_bottom ? 2 + bottom_right : top_right;
+  return in_bottom ? bottom : top;
+}
+
+// Each output row is done in vectors of kLanes outputs. A row whose length
+// is not a multiple of it (rows of 7 or 14 outputs) ends in a vector that
+// runs past the row: its extra lanes read the input rows that follow and
+// write results (or gradients) into the outputs that follow, which are
+// computed, and so overwritten, later in the same call. That vector is
+// taken first in its row, so that in the gradient its top-row store, which
+// reaches into the bottom row, comes before the bottom row's stores. A
+// tail is run that way only when all it touches lies in the planes of this
+// call (another thread's outputs are never written); at the end of the
+// call's planes its outputs are done one by one instead.
+template <typename T>
+__attribute__((noinline)) void pool_2x2_forward(const T* x, T* y, int64_t h_size, int64_t w_size,
+                                                int64_t begin, int64_t end) {
+  constexpr int64_t L = kLanes<T>;
+  const int64_t oh_size = h_size / 2, ow_size = w_size / 2, area = h_size * w_size;
+  const int64_t full_end = ow_size / L * L;
+  const T* x_end = x + end * area;
+  const T* y_end = y + end * oh_size * ow_size;
+  const auto vector = [](const T* r0, const T* r1, T* out) {
+    simd::store(out, swizzle(windows_2x2(r0, r1).value));
+  };
+  T* out = y + begin * oh_size * ow_size;
+  for (int64_t p = begin; p < end; p++) {
+    const T* r0 = x + p * area;
+    for (int64_t oh = 0; oh < oh_size; oh++, r0 += 2 * w_size, out += ow_size) {
+      const T* r1 = r0 + w_size;
+      if (full_end < ow_size) {
+        if (x_end - r1 >= 2 * (full_end + L) && y_end - out >= full_end + L) {
+          vector(r0 + 2 * full_end, r1 + 2 * full_end, out + full_end);
+        } else {
+          int position;
+          for (int64_t ow = full_end; ow < ow_size; ow++)
+            out[ow] = window_2x2(r0, r1, ow, position);
+        }
+      }
+      for (int64_t ow = 0; ow < full_end; ow += L) vector(r0 + 2 * ow, r1 + 2 * ow, out + ow);
+    }
+  }
+}
+
+template <typename T>
+__attribute__((noinline)) void pool_2x2_backward(const T* gy, const T* x, T* gx, int64_t h_size,
+                                                 int64_t w_size, int64_t begin, int64_t end) {
+  constexpr int64_t L = kLanes<T>;
+  const int64_t oh_size = h_size / 2, ow_size = w_size / 2, area = h_size * w_size;
+  const int64_t full_end = ow_size / L * L;
+  const T* x_end = x + end * area;
+  const T* gy_end = gy + end * oh_size * ow_size;
+  const T* gx_end = gx + end * area;
+  // The gradients of kLanes windows into rows t0 and t1 of grad_x.
+  const auto vector = [](const T* r0, const T* r1, const T* g, T* t0, T* t1) {
+    const Vec<T> zero{};
+    const Windows2x2<T> w = windows_2x2(r0, r1);
+    const Vec<T> gradient = swizzle(simd::load(g)) + zero;
+    const Vec<T> top = w.bottom ? zero : gradient, bottom = w.bottom ? gradient : zero;
+    interleave(w.top_right ? zero : top, w.top_right ? top : zero, t0);
+    interleave(w.bottom_right ? zero : bottom, w.bottom_right ? bottom : zero, t1);
+  };
+  const T* g = gy + begin * oh_size * ow_size;
+  for (int64_t p = begin; p < end; p++) {
+    const T* r0 = x + p * area;
+    T* t0 = gx + p * area;
+    for (int64_t oh = 0; oh < oh_size; oh++, r0 += 2 * w_size, t0 += 2 * w_size, g += ow_size) {
+      const T* r1 = r0 + w_size;
+      T* t1 = t0 + w_size;
+      if (full_end < ow_size) {
+        int64_t ow = full_end;
+        if (x_end - r1 >= 2 * (ow + L) && gy_end - g >= ow + L && gx_end - t1 >= 2 * (ow + L)) {
+          vector(r0 + 2 * ow, r1 + 2 * ow, g + ow, t0 + 2 * ow, t1 + 2 * ow);
+        } else {
+          for (; ow < ow_size; ow++) {
+            int position;
+            window_2x2(r0, r1, ow, position);
+            const T gradient = T(0) + g[ow];
+            t0[2 * ow] = position == 0 ? gradient : T(0);
+            t0[2 * ow + 1] = position == 1 ? gradient : T(0);
+            t1[2 * ow] = position == 2 ? gradient : T(0);
+            t1[2 * ow + 1] = position == 3 ? gradient : T(0);
+          }
+        }
+      }
+      for (int64_t ow = 0; ow < full_end; ow += L) {
+        vector(r0 + 2 * ow, r1 + 2 * ow, g + ow, t0 + 2 * ow, t1 + 2 * ow);
+      }
+      if (w_size % 2 != 0) t0[w_size - 1] = t1[w_size - 1] = T(0);  // in no window
+    }
+    // An odd last row is in no window; the tail vectors of the row pair
+    // above may have written into it.
+    if (h_size % 2 != 0) std::fill_n(t0, w_size, T(0));
+  }
+}
+
+// Whether the window is the 2x2 fast path's.
+bool is_2x2_stride_2(const Window2d& k) {
+  return k.kh == 2 && k.kw == 2 && k.sh == 2 && k.sw == 2 && k.ph == 0 && k.pw == 0;
+}
+
 template <typename T>
 void max_pool_forward(const Array& x_array, const Window2d& k, const Array& y) {
+  const T* x = x_array.data<T>();
+  T* out = y.data<T>();
+  if (is_2x2_stride_2(k)) {
+    const int64_t h_size = x_array.shape[2], w_size = x_array.shape[3];
+    parallel_for(x_array.shape[0] * x_array.shape[1], plane_grain(x_array),
+                 [&](int64_t begin, int64_t end) {
+                   pool_2x2_forward<T>(x, out, h_size, w_size, begin, end);
+                 });
+    return;
+  }
   const int64_t area = x_array.shape[2] * x_array.shape[3];
   const int64_t ow_size = y.shape[3], outputs = y.shape[2] * ow_size;
   const PlanePooling<T> pooling(k, x_array.shape[2], x_array.shape[3], y.shape[2], ow_size);
-  const T* x = x_array.data<T>();
-  T* out = y.data<T>();
   for_each_plane<T>(x_array, pooling, [&](int64_t p, PoolScratch<T>& scratch) {
     T* plane = out + p * outputs;
     pooling.template run<false>(x + p * area, scratch,
@@ -299,12 +517,20 @@ void max_pool_forward(const Array& x_array, const Window2d& k, const Array& y) {
 template <typename T>
 void max_pool_backward(const Array& grad_y, const Array& x_array, const Window2d& k,
                        const Array& grad_x) {
-  const int64_t area = x_array.shape[2] * x_array.shape[3];
-  const int64_t ow_size = grad_y.shape[3], outputs = grad_y.shape[2] * ow_size;
-  const PlanePooling<T> pooling(k, x_array.shape[2], x_array.shape[3], grad_y.shape[2], ow_size);
   const T* x = x_array.data<T>();
   const T* g = grad_y.data<T>();
   T* out = grad_x.data<T>();
+  if (is_2x2_stride_2(k)) {
+    const int64_t h_size = x_array.shape[2], w_size = x_array.shape[3];
+    parallel_for(x_array.shape[0] * x_array.shape[1], plane_grain(x_array),
+                 [&](int64_t begin, int64_t end) {
+                   pool_2x2_backward<T>(g, x, out, h_size, w_size, begin, end);
+                 });
+    return;
+  }
+  const int64_t area = x_array.shape[2] * x_array.shape[3];
+  const int64_t ow_size = grad_y.shape[3], outputs = grad_y.shape[2] * ow_size;
+  const PlanePooling<T> pooling(k, x_array.shape[2], x_array.shape[3], grad_y.shape[2], ow_size);
   for_each_plane<T>(x_array, pooling, [&](int64_t p, PoolScratch<T>& scratch) {
     T* target = out + p * area;
     std::fill(target, target + area, T(0));

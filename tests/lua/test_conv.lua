@@ -259,6 +259,54 @@ do
       end
     end
   end
+
+  -- 2x2 windows of stride 2 without padding (the CNNs' pooling) have a
+  -- kernel of their own: vectors of whole windows, the last one of a row
+  -- running on into the rows that follow, except at the end of a thread's
+  -- planes, where the row's last windows are done one by one. Odd sizes (a
+  -- last row or column in no window: its gradient is +0), rows shorter and
+  -- longer than a vector, and enough planes to be split between threads.
+  -- The gradient has -0 among its values (x's gradient there is 0 + -0 =
+  -- +0, as the general kernel's fill and add give), compared bit for bit.
+  local fast = {  -- N, C, H, W
+    {2, 2, 28, 28}, {2, 3, 14, 14}, {1, 2, 9, 37}, {2, 2, 7, 33}, {1, 2, 3, 2}, {2, 1, 2, 17},
+    {3, 2, 11, 4}, {4, 100, 7, 15}, {3, 300, 5, 4},
+  }
+  for si, shape in ipairs(fast) do
+    for _, dtype in ipairs({"f32", "f64"}) do
+      for name, draw in pairs(profiles) do
+        h.test(string.format("max_pool2d 2x2 stride 2 over %s, %s, %s: bits and positions",
+            table.concat(shape, "x"), dtype, name), function()
+          local X = h.map(h.rand_list(60 + si, shape, 0, 1), draw)
+          local want, where = pool_loop(X, 2, 2, 2, 2, 0, 0)
+          local x = tensor.new(X, {dtype = dtype}):requires_grad(true)
+          local y = tensor.max_pool2d(x, 2)
+          local got, expected = h.flatten(y:tolist()), h.flatten(want)
+          assert(#got == #expected, string.format("%d outputs, expected %d", #got, #expected))
+          for i = 1, #got do
+            assert(bits(got[i]) == bits(expected[i]),
+              string.format("output %d: %s, expected %s", i, bits(got[i]), bits(expected[i])))
+          end
+          local count = 0
+          local G = h.map(want, function()
+            count = count + 1
+            return count % 5 == 0 and -0.0 or count
+          end)
+          y:backward(tensor.new(G, {dtype = dtype}))
+          local grad = h.map(X, function() return 0.0 end)
+          for n = 1, #where do for ch = 1, #where[n] do for i = 1, #where[n][ch] do for j = 1, #where[n][ch][i] do
+            local at = where[n][ch][i][j]
+            grad[n][ch][at[1]][at[2]] = grad[n][ch][at[1]][at[2]] + G[n][ch][i][j]
+          end end end end
+          local got_grad, expected_grad = h.flatten(x:grad():tolist()), h.flatten(grad)
+          for i = 1, #got_grad do
+            assert(bits(got_grad[i]) == bits(expected_grad[i]), string.format("gradient %d: %s, expected %s",
+              i, bits(got_grad[i]), bits(expected_grad[i])))
+          end
+        end)
+      end
+    end
+  end
 end
 
 h.test("nn.Conv2d and nn.MaxPool2d use the ops and keep their results", function()
