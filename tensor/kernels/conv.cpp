@@ -496,8 +496,8 @@ void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_
 void conv_kernel(const Array& x, const Array& weight, const Array& bias, const ConvWindow& window,
                  const Array& y) {
   const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
-  if (g.depthwise()) return conv_detail::depthwise_forward(g, x, weight, bias, y);
   if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y)) return;
+  if (g.depthwise()) return conv_detail::depthwise_forward(g, x, weight, bias, y);
   if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y);
   forward<float>(g, x, weight, bias, y);
 }

@@ -35,6 +35,11 @@ local LAYERS = {
   -- channels in two parts.
   {"oneDNN 3x3 over uneven runs of samples", {13, 16, 14, 14}, {32, 16, 3, 3}, {padding = 1}},
   {"oneDNN input gradient in two parts", {2, 64, 9, 9}, {16, 64, 3, 3}, {padding = 1}},
+  -- Depthwise through oneDNN (the forward pass): channels in two parts,
+  -- stride 2, a bias; a 5x5 window over one part.
+  {"oneDNN depthwise 3x3 stride 2, two parts, bias", {3, 64, 15, 15}, {64, 1, 3, 3},
+    {groups = 64, stride = 2, padding = 1}, true},
+  {"oneDNN depthwise 5x5", {2, 40, 14, 14}, {40, 1, 5, 5}, {groups = 40, padding = 2}},
 }
 
 local function results()
