@@ -202,6 +202,15 @@ do
   local nan = 0 / 0
   local other_nan = -nan
   local function bits(v) return string.format("%a", v) end
+  -- y holds exactly the values of the nested list `want`, bit for bit.
+  local function same_bits(y, want)
+    local got, expected = h.flatten(y:tolist()), h.flatten(want)
+    assert(#got == #expected, string.format("%d outputs, expected %d", #got, #expected))
+    for i = 1, #got do
+      assert(bits(got[i]) == bits(expected[i]),
+        string.format("output %d: %s, expected %s", i, bits(got[i]), bits(expected[i])))
+    end
+  end
   -- Profiles: many ties; mostly -inf (whole windows of -inf at the borders).
   local profiles = {
     ties = function(u)
@@ -237,12 +246,7 @@ do
           local want, where = pool_loop(X, kh, kw, sh, sw, ph, pw)
           local x = tensor.new(X, {dtype = dtype}):requires_grad(true)
           local y = tensor.max_pool2d(x, {kh, kw}, {stride = {sh, sw}, padding = {ph, pw}})
-          local got, expected = h.flatten(y:tolist()), h.flatten(want)
-          assert(#got == #expected, string.format("%d outputs, expected %d", #got, #expected))
-          for i = 1, #got do
-            assert(bits(got[i]) == bits(expected[i]),
-              string.format("output %d: %s, expected %s", i, bits(got[i]), bits(expected[i])))
-          end
+          same_bits(y, want)
           local count, G = 0, h.map(want, function() return 0 end)
           for n = 1, #G do for ch = 1, #G[n] do for i = 1, #G[n][ch] do for j = 1, #G[n][ch][i] do
             count = count + 1
@@ -281,12 +285,7 @@ do
           local want, where = pool_loop(X, 2, 2, 2, 2, 0, 0)
           local x = tensor.new(X, {dtype = dtype}):requires_grad(true)
           local y = tensor.max_pool2d(x, 2)
-          local got, expected = h.flatten(y:tolist()), h.flatten(want)
-          assert(#got == #expected, string.format("%d outputs, expected %d", #got, #expected))
-          for i = 1, #got do
-            assert(bits(got[i]) == bits(expected[i]),
-              string.format("output %d: %s, expected %s", i, bits(got[i]), bits(expected[i])))
-          end
+          same_bits(y, want)
           local count = 0
           local G = h.map(want, function()
             count = count + 1
