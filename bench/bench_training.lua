@@ -176,8 +176,9 @@ end
 local config = tensor.config and tensor.config() or {}
 local threads = config.threads or tonumber(os.getenv("LAZYLUA_THREADS") or "") or
   tonumber(io.popen("nproc"):read("*l")) or 1
-print(string.format("lazylua: BLAS %s core %s, %d threads, generated code for %s",
-  tostring(config.blas), tostring(config.blas_core), threads, tostring(config.vector_isa)))
+print(string.format("lazylua: BLAS %s core %s, %d threads, generated code for %s, " ..
+  "convolutions on %s", tostring(config.blas), tostring(config.blas_core), threads,
+  tostring(config.vector_isa), tostring(config.conv)))
 
 for _, which in ipairs({"mlp", "cnn"}) do
   local spec = models[which]

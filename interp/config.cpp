@@ -1,5 +1,6 @@
-// config.cpp - RuntimeConfig: gathered from tensor/blas.h, the thread pool
-// and a probe built by the kernels' own toolchain.
+// config.cpp - RuntimeConfig: gathered from tensor/blas.h, the thread pool,
+// oneDNN (tensor/kernels/conv_onednn.h) and a probe built by the kernels'
+// own toolchain.
 #include "interp/config.h"
 
 #include <exception>
@@ -7,6 +8,7 @@
 
 #include "compiler/toolchain.h"
 #include "tensor/blas.h"
+#include "tensor/kernels/conv_onednn.h"
 #include "tensor/thread_pool.h"
 
 namespace lazylua {
@@ -72,10 +74,11 @@ RuntimeConfig runtime_config() {
     config.threads = thread_count();
     config.vector_isa = vector_isa();
     config.cpu = blas::cpu_model();
+    config.conv = onednn_summary();
   } catch (const std::exception&) {  // only std::bad_alloc can get here
   }
   for (std::string* field : {&config.blas, &config.blas_core, &config.blas_core_source,
-                             &config.vector_isa, &config.cpu}) {
+                             &config.vector_isa, &config.cpu, &config.conv}) {
     if (field->empty()) *field = "unknown";
   }
   return config;
@@ -86,9 +89,12 @@ std::string runtime_config_line() {
   std::string line = "tensors: " + std::to_string(config.threads) +
                      (config.threads == 1 ? " thread, " : " threads, ") + config.vector_isa +
                      " kernels, ";
-  if (config.blas == "none") return line + "no BLAS: " + config.blas_error;
+  // Convolutions last, after a semicolon: tools match the line's start, and
+  // the BLAS error before it has commas of its own.
+  const std::string conv = "; convolutions: " + config.conv;
+  if (config.blas == "none") return line + "no BLAS: " + config.blas_error + conv;
   return line + config.blas + " with " + config.blas_core + " kernels (chosen by " +
-         config.blas_core_source + ")";
+         config.blas_core_source + ")" + conv;
 }
 
 }  // namespace lazylua

@@ -150,6 +150,7 @@ int config(lua_State* L) {
   set_integer(L, "blas_threads", config.blas_threads);
   set_string(L, "vector_isa", config.vector_isa);
   set_string(L, "cpu", config.cpu);
+  set_string(L, "conv", config.conv);
   return 1;
 }
 

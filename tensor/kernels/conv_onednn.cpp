@@ -36,6 +36,7 @@
 
 #include "../thread_pool.h"
 #include "conv_geometry.h"
+#include "conv_onednn.h"
 
 namespace lazylua::conv_detail {
 namespace {
@@ -640,3 +641,54 @@ bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, co
 }
 
 }  // namespace lazylua::conv_detail
+
+namespace lazylua {
+namespace {
+
+// dnnl::cpu_isa's names, which are also ONEDNN_MAX_CPU_ISA's values in lower
+// case. A value not listed here (a newer oneDNN's) shows as hex rather
+// than being guessed.
+std::string isa_name(dnnl::cpu_isa isa) {
+  using Isa = dnnl::cpu_isa;
+  switch (isa) {
+    case Isa::all:
+      return "reference";  // no JIT ISA: not x86, or no SSE4.1
+    case Isa::sse41:
+      return "sse41";
+    case Isa::avx:
+      return "avx";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx2_vnni:
+      return "avx2_vnni";
+    case Isa::avx512_mic:
+      return "avx512_mic";
+    case Isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case Isa::avx512_core:
+      return "avx512_core";
+    case Isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case Isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case Isa::avx512_core_amx:
+      return "avx512_core_amx";
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "isa_0x%x", static_cast<unsigned>(isa));
+  return text;
+}
+
+}  // namespace
+
+std::string onednn_summary() {
+  // The loaded library's version, not the header's: the two can differ.
+  const dnnl::version_t* version = dnnl::version();
+  std::string summary = "oneDNN " + std::to_string(version->major) + "." +
+                        std::to_string(version->minor) + "." + std::to_string(version->patch) +
+                        ", " + isa_name(dnnl::get_effective_cpu_isa());
+  if (!conv_detail::onednn_chosen()) summary += ", off (LAZYLUA_CONV=columns)";
+  return summary;
+}
+
+}  // namespace lazylua

@@ -15,6 +15,14 @@ else
   echo "  second line of -v: '$config_line'"
   report_case "-v second line: threads, kernels and BLAS" 0 "-v"
 fi
+# It ends with what runs convolutions: oneDNN's version and the ISA it chose.
+cases=$((cases + 1))
+if echo "$config_line" | grep -Eq '; convolutions: oneDNN [0-9]+\.[0-9]+\.[0-9]+, [a-z0-9_]+$'; then
+  report_case "-v second line ends with oneDNN and its ISA" 1 ""
+else
+  echo "  second line of -v: '$config_line'"
+  report_case "-v second line ends with oneDNN and its ISA" 0 "-v"
+fi
 cases=$((cases + 1))
 if echo "$lazylua_line" | grep -Eq "$VERSION_LINE_PATTERN"; then
   report_case "-v first line names lazylua" 1 ""

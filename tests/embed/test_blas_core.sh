@@ -125,11 +125,14 @@ $output
 expected:
 $expected_output"
 output=$(LAZYLUA_BLAS=$work/missing.so "$program" -v 2>&1 | sed -n 2p)
-[[ $output == "tensors: "*"no BLAS: cannot load OpenBLAS"* ]] || fail "-v without OpenBLAS: $output"
+[[ $output == "tensors: "*"no BLAS: cannot load OpenBLAS"*"; convolutions: oneDNN "* ]] ||
+  fail "-v without OpenBLAS: $output"
 
-# -v: one line on what the tensors run on, between lazylua's and Lua's lines.
+# -v: one line on what the tensors run on, between lazylua's and Lua's lines,
+# ending with the library and ISA of convolutions.
 output=$("$program" -v | sed -n 2p)
-[[ $output == "tensors: "*" threads, "*" kernels, OpenBLAS "*" with ${expected:-}"* ]] ||
+convolutions="; convolutions: oneDNN "
+[[ $output == "tensors: "*" threads, "*" kernels, OpenBLAS "*" with ${expected:-}"*"$convolutions"* ]] ||
   fail "-v second line: '$output'"
 
 if [ "$failures" -gt 0 ]; then

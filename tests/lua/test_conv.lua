@@ -452,6 +452,60 @@ h.test("LAZYLUA_CONV=columns gives the same layer within rounding; a bad value i
   assert(tonumber(bad:match("[%d.]+$")) == a, bad)
 end)
 
+-- tensor.config().conv and `lazylua -v` name the oneDNN that runs f32
+-- convolutions and the ISA oneDNN chose for its kernels, or say that
+-- LAZYLUA_CONV=columns turned it off. Children get LAZYLUA_CONV (and
+-- oneDNN's cap) set explicitly, so the caller's environment does not matter.
+h.test("tensor.config().conv: oneDNN's version, its ISA, and LAZYLUA_CONV=columns", function()
+  local interpreter = assert(arg and arg[-1], "arg[-1] (the interpreter) is not set")
+  local function child(settings, options)
+    local pipe = assert(io.popen(string.format("env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA " ..
+      "%s '%s' %s 2>&1", settings, interpreter:gsub("'", ""), options)))
+    local out = pipe:read("a")
+    pipe:close()
+    return out
+  end
+  local function config(settings)
+    return child(settings, [[-e 'io.write(tensor.config().conv)']])
+  end
+  local conv = tensor.config().conv
+  assert(type(conv) == "string", "tensor.config().conv is " .. tostring(conv))
+  local summary = "^oneDNN %d+%.%d+%.%d+, [%w_]+"
+  assert(conv:match(summary), conv)
+  local off = ", off (LAZYLUA_CONV=columns)"
+  if os.getenv("LAZYLUA_CONV") == "columns" then
+    assert(conv:sub(-#off) == off, conv)
+  else
+    assert(not conv:find("off", 1, true), conv)
+  end
+
+  local on, columns = config("LAZYLUA_CONV=onednn"), config("LAZYLUA_CONV=columns")
+  assert(on:match(summary .. "$"), on)
+  assert(columns == on .. off, "LAZYLUA_CONV=columns gives '" .. columns .. "', on '" .. on .. "'")
+  local isa = on:match(", ([%w_]+)$")
+  -- A name outside the map means a newer oneDNN: add it to isa_name().
+  assert(not isa:find("^isa_0x"), "oneDNN ISA not named in conv_onednn.cpp: " .. on)
+
+  -- The ISA is oneDNN's effective one, not a guess from the CPU: its own
+  -- cap lowers it. And a CPU with AVX2 never reports less without the cap.
+  if isa ~= "reference" then
+    h.eq(config("LAZYLUA_CONV=onednn ONEDNN_MAX_CPU_ISA=SSE41"), (on:gsub("[%w_]+$", "sse41")))
+    local cpuinfo = io.open("/proc/cpuinfo")
+    local flags = cpuinfo and (cpuinfo:read("a"):match("\nflags%s*:([^\n]*)") or "") or ""
+    if cpuinfo then cpuinfo:close() end
+    if (" " .. flags .. " "):find(" avx2 ", 1, true) then
+      assert(isa:find("^avx2") or isa:find("^avx512"), "a CPU with AVX2, oneDNN reports " .. on)
+    end
+  end
+
+  -- `lazylua -v` ends its tensors line with the same text.
+  for _, setting in ipairs({"LAZYLUA_CONV=onednn", "LAZYLUA_CONV=columns"}) do
+    local line = child(setting, "-v"):match("\n(tensors: [^\n]*)")
+    local want = "; convolutions: " .. (setting == "LAZYLUA_CONV=columns" and columns or on)
+    assert(line and line:sub(-#want) == want, setting .. " -v: " .. tostring(line))
+  end
+end)
+
 h.test("empty batches and channels", function()
   h.shape(tensor.conv2d(tensor.ones(0, 2, 5, 5), tensor.ones(3, 2, 3, 3)), {0, 3, 3, 3})
   h.eq(tensor.conv2d(tensor.ones(1, 0, 5, 5), tensor.ones(3, 0, 3, 3)):sum():item(), 0)
