@@ -98,10 +98,12 @@ int64_t channel_parts(int64_t channels) {
   return channels >= 64 && channels % 32 == 0 ? 2 : 1;
 }
 
-// Channels of a depthwise item: two parts of whole 16-channel blocks when
-// there are enough, for a single sample to keep two threads busy.
+// Channels of a depthwise item: two parts of whole 8-channel blocks (the
+// AVX2 kernels' block; AVX-512's 16 pad a part's last block) when there are
+// enough, for a single sample to keep two threads busy (MobileNetV2's 144
+// channels ran on one thread with parts of whole 16-channel blocks).
 int64_t depthwise_parts(int64_t channels) {
-  return channels >= 32 && channels % 32 == 0 ? 2 : 1;
+  return channels >= 32 && channels % 16 == 0 ? 2 : 1;
 }
 
 // Output positions an item aims at: a call on a small plane (a sample of
@@ -473,12 +475,16 @@ Bound bind(const Operand& operand, float* plain, const std::shared_ptr<memory>& 
 }
 
 // Runs `item(index)` for [0, count) on the pool; an error of oneDNN's in
-// any item is thrown after.
+// any item is thrown after. Each thread takes the next item left, not a
+// fixed range: items differ in cost (a shorter run of samples, a thread the
+// OS has descheduled), and what an item computes does not depend on which
+// thread runs it.
 template <typename Item>
 void run_items(int64_t count, Item&& item) {
   std::atomic<bool> failed{false};
-  parallel_for(count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t index = begin; index < end; index++) {
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(count, thread_count()), 1, [&](int64_t, int64_t) {
+    for (int64_t index; (index = next.fetch_add(1)) < count;) {
       try {
         item(index);
       } catch (const dnnl::error&) {
