@@ -147,6 +147,7 @@ struct Operand {
 };
 
 struct Primitive {
+  Pass pass;
   dnnl::primitive op;
   Operand src, weights, dst;
   memory::desc plain_bias, scratchpad;
@@ -174,6 +175,7 @@ std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, Pass pass
   const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
   const int64_t kh = g.kernel[1], kw = g.kernel[2];
   auto p = std::make_shared<Primitive>();
+  p->pass = pass;
   p->src.plain =
       memory::desc({samples, channels, ih, iw}, kF32, memory::dims{g.c * ih * iw, ih * iw, iw, 1});
   // A depthwise convolution's weights: `outputs` groups of one output and
@@ -204,12 +206,17 @@ std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, Pass pass
   dnnl::primitive_attr attributes;
   attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const dnnl::convolution_forward::primitive_desc forward_pd(forward, attributes, engine);
+  const auto take = [&](dnnl::primitive op, const memory::desc& src, const memory::desc& weights,
+                        const memory::desc& dst, const memory::desc& scratchpad) {
+    p->op = std::move(op);
+    p->src.kernel = src;
+    p->weights.kernel = weights;
+    p->dst.kernel = dst;
+    p->scratchpad = scratchpad;
+  };
   if (pass == Pass::forward) {
-    p->op = dnnl::convolution_forward(forward_pd);
-    p->src.kernel = forward_pd.src_desc();
-    p->weights.kernel = forward_pd.weights_desc();
-    p->dst.kernel = forward_pd.dst_desc();
-    p->scratchpad = forward_pd.scratchpad_desc();
+    take(dnnl::convolution_forward(forward_pd), forward_pd.src_desc(), forward_pd.weights_desc(),
+         forward_pd.dst_desc(), forward_pd.scratchpad_desc());
   } else if (pass == Pass::input_gradient) {
     const dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(
@@ -217,11 +224,8 @@ std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, Pass pass
             any_layout(p->weights.plain), any_layout(p->dst.plain), strides, dilation, pad_l,
             pad_r),
         attributes, engine, forward_pd);
-    p->op = dnnl::convolution_backward_data(pd);
-    p->src.kernel = pd.diff_src_desc();
-    p->weights.kernel = pd.weights_desc();
-    p->dst.kernel = pd.diff_dst_desc();
-    p->scratchpad = pd.scratchpad_desc();
+    take(dnnl::convolution_backward_data(pd), pd.diff_src_desc(), pd.weights_desc(),
+         pd.diff_dst_desc(), pd.scratchpad_desc());
   } else {
     const dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(
@@ -229,11 +233,8 @@ std::shared_ptr<const Primitive> make_primitive(const ConvGeometry& g, Pass pass
             any_layout(p->weights.plain), any_layout(p->dst.plain), strides, dilation, pad_l,
             pad_r),
         attributes, engine, forward_pd);
-    p->op = dnnl::convolution_backward_weights(pd);
-    p->src.kernel = pd.src_desc();
-    p->weights.kernel = pd.diff_weights_desc();
-    p->dst.kernel = pd.diff_dst_desc();
-    p->scratchpad = pd.scratchpad_desc();
+    take(dnnl::convolution_backward_weights(pd), pd.src_desc(), pd.diff_weights_desc(),
+         pd.diff_dst_desc(), pd.scratchpad_desc());
   }
   // What the pass reads goes into the kernel's layout, what it writes out.
   add_reorder(p->src, pass != Pass::input_gradient);
@@ -327,7 +328,7 @@ class WeightCache {
         return entry.packed;
       }
     }
-    const Seen seen{buffer.id, weight.offset, offset, buffer.version};
+    const Seen seen{buffer.id, weight.offset, offset, operand.kernel, buffer.version};
     if (std::find(seen_.begin(), seen_.end(), seen) == seen_.end()) {
       if (seen_.size() == kMaxSeen) seen_.erase(seen_.begin());
       seen_.push_back(seen);
@@ -356,9 +357,12 @@ class WeightCache {
     memory::desc layout;
     bool operator==(const Key&) const = default;
   };
+  // By layout too: a training step's forward pass and input gradient ask
+  // for the same weights in two layouts, which is not a second sight.
   struct Seen {
     uint64_t buffer;
     int64_t offset, part_offset;
+    memory::desc layout;
     uint32_t version;
     bool operator==(const Seen&) const = default;
   };
@@ -495,20 +499,19 @@ void run_items(int64_t count, Item&& item) {
   if (failed) throw InternalError("oneDNN failed to run a convolution it had accepted");
 }
 
-// Executes an item's primitive on its bound operands, then writes out what
-// it wrote (`written`) in our layout.
+// Executes an item's primitive on its bound operands, then writes what the
+// pass wrote (dst, the input gradient or the weight gradient) out in our
+// layout.
 void execute(const Primitive& p, const Bound& src, const Bound& weights, const Bound& dst,
-             const Operand& written_operand, const Bound& written, const memory* bias,
-             ItemScratch& scratch, dnnl::stream& stream) {
-  const bool weight_pass = &written_operand == &p.weights;
+             const memory* bias, ItemScratch& scratch, dnnl::stream& stream) {
   memory scratchpad(p.scratchpad, cpu_engine(), scratch.take(p.scratchpad.get_size()));
   std::unordered_map<int, memory> arguments{{DNNL_ARG_SCRATCHPAD, scratchpad}};
-  if (&written_operand == &p.dst) {
+  if (p.pass == Pass::forward) {
     arguments.insert({{DNNL_ARG_SRC, src.kernel},
                       {DNNL_ARG_WEIGHTS, weights.kernel},
                       {DNNL_ARG_DST, dst.kernel}});
     if (bias) arguments.emplace(DNNL_ARG_BIAS, *bias);
-  } else if (!weight_pass) {
+  } else if (p.pass == Pass::input_gradient) {
     arguments.insert({{DNNL_ARG_DIFF_SRC, src.kernel},
                       {DNNL_ARG_WEIGHTS, weights.kernel},
                       {DNNL_ARG_DIFF_DST, dst.kernel}});
@@ -518,9 +521,13 @@ void execute(const Primitive& p, const Bound& src, const Bound& weights, const B
                       {DNNL_ARG_DIFF_DST, dst.kernel}});
   }
   p.op.execute(stream, arguments);
-  if (written_operand.reorder) {
-    memory from = written.kernel, to = written.plain;
-    written_operand.reorder.execute(stream, from, to);
+  const auto [written_operand, written] = p.pass == Pass::forward ? std::pair{&p.dst, &dst}
+                                          : p.pass == Pass::input_gradient
+                                              ? std::pair{&p.src, &src}
+                                              : std::pair{&p.weights, &weights};
+  if (written_operand->reorder) {
+    memory from = written->kernel, to = written->plain;
+    written_operand->reorder.execute(stream, from, to);
   }
   stream.wait();
 }
@@ -563,7 +570,7 @@ bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array
       bias_memory = std::make_unique<memory>(
           p.plain_bias, cpu_engine(), const_cast<float*>(bias.data<float>()) + part * outputs);
     }
-    execute(p, src, weights, dst, p.dst, dst, bias_memory.get(), scratch, stream);
+    execute(p, src, weights, dst, bias_memory.get(), scratch, stream);
   });
   return true;
 }
@@ -593,7 +600,7 @@ bool onednn_grad_input(const ConvGeometry& g, int rank, const Array& grad_y, con
         bind(p.weights, w_data + c0 * taps, packed.at(runs.size(run))[part], true, scratch, stream);
     float* target = gx_data + first * in_sample + c0 * g.in_plane();
     const Bound src = bind(p.src, target, nullptr, false, scratch, stream);
-    execute(p, src, weights, dst, p.src, src, nullptr, scratch, stream);
+    execute(p, src, weights, dst, nullptr, scratch, stream);
     // A transposed convolution's bias, added to what this item wrote.
     if (!bias.defined()) return;
     for (int64_t s = 0; s < runs.size(run); s++) {
@@ -634,7 +641,7 @@ bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, co
                            nullptr, true, scratch, stream);
     float* sum = (run == 0 ? out : partial + (run - 1) * size) + part * outputs * per_output;
     const Bound weights = bind(p.weights, sum, nullptr, false, scratch, stream);
-    execute(p, src, weights, dst, p.weights, weights, nullptr, scratch, stream);
+    execute(p, src, weights, dst, nullptr, scratch, stream);
   });
   parallel_for(size, kElementwiseGrain, [&](int64_t begin, int64_t end) {
     for (int64_t run = 1; run < runs.count; run++) {
