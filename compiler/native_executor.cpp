@@ -291,6 +291,19 @@ class CompileThread {
     wake_.notify_one();
   }
 
+  // Moves the queued build of `entry` to the front of the queue: a run is
+  // about to wait for it, and the builds ahead of it are of graphs that may
+  // never run again (a script's one-off graphs before its loop).
+  void build_next(const CompiledProgram* entry) {
+    std::lock_guard lock(mutex_);
+    const auto queued = std::find_if(
+        jobs_.begin(), jobs_.end(), [entry](const auto& job) { return job->entry.get() == entry; });
+    if (queued == jobs_.end() || queued == jobs_.begin()) return;
+    std::shared_ptr<Job> job = std::move(*queued);
+    jobs_.erase(queued);
+    jobs_.push_front(std::move(job));
+  }
+
  private:
   struct Job {
     std::shared_ptr<CompiledProgram> entry;
@@ -666,6 +679,7 @@ class NativeExecutor final : public Executor {
 
   void wait_for_build(CompiledProgram& entry) {
     const double start = steady_seconds();
+    CompileThread::instance().build_next(&entry);
     wait_while_building(entry, std::numeric_limits<double>::infinity());
     if (debug_level_ >= 1) {
       std::fprintf(stderr,
