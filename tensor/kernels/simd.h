@@ -38,9 +38,28 @@ template <typename T>
 inline void store(T* p, Vec<T> v) {
   std::memcpy(p, &v, sizeof v);
 }
+// x - 0 is x for every x (0 + x would turn -0 into +0, which the compiler
+// must then compute: an add before every broadcast).
 template <typename T>
 inline Vec<T> broadcast(T x) {
-  return Vec<T>{} + x;
+  return x - Vec<T>{};
+}
+
+// a * b + c rounded once where the CPU has FMA (an explicit request: the
+// build does not contract a * b + c, CMakeLists.txt), else rounded twice.
+inline Vec<float> fma(Vec<float> a, Vec<float> b, Vec<float> c) {
+#if defined(__FMA__)
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+inline float fma(float a, float b, float c) {
+#if defined(__FMA__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
 }
 
 // max/min where NaN wins: once a lane holds NaN it stays NaN. Works on

@@ -169,6 +169,75 @@ h.test("A transposed batch operand: X:transpose(2, 3) @ Y", function()
   h.check(tensor.new(X):transpose(2, 3):matmul(tensor.new(Y)), "f32", want, tol(6))
 end)
 
+-- Products of at most 8 rows (matmul.cpp's small_rows_product: lazylua's own
+-- loop rather than OpenBLAS; 9 rows and more take OpenBLAS again), with
+-- remainders of the 64-, 32-, 16- and 8-column blocks and of the 4-row
+-- blocks, a transposed A and views with gaps between rows.
+local function exact_list(seed, rows, cols)
+  -- small integers: every partial sum is exact, so any order of the sums
+  -- gives the loop's value bit for bit
+  local out, x = {}, seed
+  for i = 1, rows do
+    out[i] = {}
+    for j = 1, cols do
+      x = (x * 1103515245 + 12345) % 2147483648
+      out[i][j] = x % 9 - 4
+    end
+  end
+  return out
+end
+h.test("products of 1 to 9 rows: every column remainder, exact and random", function()
+  for _, m in ipairs({1, 2, 3, 4, 5, 7, 8, 9}) do
+    for _, n in ipairs({1, 7, 8, 9, 17, 31, 33, 63, 64, 65, 130}) do
+      for _, k in ipairs({1, 5, 64}) do
+        local seed = m * 10000 + n * 100 + k
+        local A, B = exact_list(seed, m, k), exact_list(seed + 1, k, n)
+        local want = h.matmul2(A, B)
+        local what = string.format("[%d, %d] x [%d, %d]: ", m, k, k, n)
+        local function check(t)
+          local ok, message = pcall(h.check, t, "f32", want, h.EXACT)
+          if not ok then error(what .. tostring(message), 2) end
+        end
+        check(tensor.new(A):float():matmul(tensor.new(B):float()))
+        -- A read transposed ([k, m] stored), A and B with gaps between rows
+        local At = {}
+        for p = 1, k do
+          At[p] = {}
+          for i = 1, m do At[p][i] = A[i][p] end
+        end
+        check(tensor.new(At):float():t():matmul(tensor.new(B):float()))
+        local wide_a = tensor.zeros(m, k + 3)
+        wide_a:narrow(2, 2, k):copy_(tensor.new(A):float())
+        local wide_b = tensor.zeros(k, n + 5)
+        wide_b:narrow(2, 3, n):copy_(tensor.new(B):float())
+        check(wide_a:narrow(2, 2, k):matmul(wide_b:narrow(2, 3, n)))
+      end
+    end
+    local A, B = h.rand_list(500 + m, {m, 70}, -1, 1), h.rand_list(600 + m, {70, 45}, -1, 1)
+    h.check(tensor.new(A):matmul(tensor.new(B)), "f32", h.matmul2(A, B), {rel = 1e-5, abs = 1e-5})
+  end
+end)
+
+-- An element's bits do not depend on the block that computes it, so not on
+-- the thread count either (the threads take bands of columns): the same row
+-- in a product of 3 rows and of 8, the same column among 19 and among 200.
+h.test("a small product's bits do not depend on its row and column counts", function()
+  local A = tensor.new(h.rand_list(701, {8, 96}, -1, 1))
+  local B = tensor.new(h.rand_list(702, {96, 200}, -1, 1))
+  local all = A:matmul(B)
+  local three_rows = A:narrow(1, 4, 3):matmul(B)
+  local some_columns = A:matmul(B:narrow(2, 38, 19))
+  local function bits(t)
+    local out = {}
+    for i, row in ipairs(t:tolist()) do
+      for j, x in ipairs(row) do out[#out + 1] = string.pack("<f", x) end
+    end
+    return table.concat(out)
+  end
+  assert(bits(three_rows) == bits(all:narrow(1, 4, 3)), "rows 4..6 differ from the 8-row product's")
+  assert(bits(some_columns) == bits(all:narrow(2, 38, 19)), "columns 38..56 differ from the 200-column product's")
+end)
+
 -- Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty result.
 h.test("Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty...", function()
   h.check(tensor.zeros(2, 0):matmul(tensor.zeros(0, 3)), "f32", {{0, 0, 0}, {0, 0, 0}})
