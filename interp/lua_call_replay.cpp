@@ -2,7 +2,8 @@
 // (tensor/call_replay.h), in the stdlib's native module:
 //   call_recording_start(inputs, watched) -> the inputs' stand-ins, or nil
 //     when no recording started
-//   call_recording_finish(inputs, outputs, watched) -> recorded call or nil
+//   call_recording_finish(inputs, outputs, watched) -> recorded call and
+//     the outputs as its replays return them, or nil
 //   call_recording_cancel()
 //   call_replay(recorded, inputs, watched) -> outputs, or nil to run the call
 // Each argument named so is a list of tensors.
@@ -69,11 +70,13 @@ int recording_finish(lua_State* L) {
     lua_pushnil(L);
     return 1;
   }
+  push_tensor_list(L, outputs);
   auto* box = static_cast<RecordedCallBox*>(lua_safe::new_userdata(L, sizeof(RecordedCallBox)));
   box->call = call.release();
   lua_rawgetp(L, LUA_REGISTRYINDEX, &kRecordedCallKey);
   lua_setmetatable(L, -2);
-  return 1;
+  lua_insert(L, -2);
+  return 2;
 }
 
 const RecordedCall& recorded_call(lua_State* L, int arg, const char* function) {

@@ -465,10 +465,12 @@ local function run_model(self, inputs, watched, values, host)
     if not ok then error(outputs, 0) end
     return outputs
   end
-  local call = native.call_recording_finish(stand_ins, outputs, watched)
+  -- A recorded call returns its outputs as the replays will (the same graph).
+  local call, replayed_outputs = native.call_recording_finish(stand_ins, outputs, watched)
   if call then
     table.insert(recorded, 1, call)
     recorded[max_recorded_calls + 1] = nil
+    return replayed_outputs
   end
   return outputs
 end

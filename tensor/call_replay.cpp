@@ -122,7 +122,7 @@ void cancel_call_recording(Context* context) {
 
 std::unique_ptr<RecordedCall> finish_call_recording(Context* context,
                                                     const std::vector<Tensor>& inputs,
-                                                    const std::vector<Tensor>& outputs,
+                                                    std::vector<Tensor>& outputs,
                                                     const std::vector<Tensor>& watched) {
   const std::shared_ptr<CallRecordingStart> start = context->call_recording;
   cancel_call_recording(context);
@@ -156,6 +156,7 @@ std::unique_ptr<RecordedCall> finish_call_recording(Context* context,
     call->outputs.push_back(position);
   }
   for (const Tensor& t : watched) call->watched.push_back(value_of(t));
+  for (Tensor& t : outputs) t = Tensor(new TensorImpl(context, value_of(t)));
   return call;
 }
 

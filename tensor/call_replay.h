@@ -60,9 +60,14 @@ std::vector<Tensor> start_call_recording(Context* context, const std::vector<Ten
 
 // Ends the recording of the call given `inputs` (start_call_recording's):
 // the recorded call, or null when this call cannot be replayed (see above).
+// When recorded, `outputs` become tensors of their values, as a replay
+// returns them: an output that is a view (a reshape of the last node) is
+// then a node of the graph as in every replay, so the first call's graph is
+// the replays' (it was one graph more to compile, whose third run came a
+// call later).
 std::unique_ptr<RecordedCall> finish_call_recording(Context* context,
                                                     const std::vector<Tensor>& inputs,
-                                                    const std::vector<Tensor>& outputs,
+                                                    std::vector<Tensor>& outputs,
                                                     const std::vector<Tensor>& watched);
 
 // Ends the recording of a call that failed.

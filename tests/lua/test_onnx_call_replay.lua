@@ -90,6 +90,27 @@ h.test("a call with the shapes of an earlier one is replayed, with the new value
   h.eq(replays() - before, EAGER and 0 or 3)
 end)
 
+-- The first call returns its outputs as its replays will: an output that
+-- is a view (here a Reshape of the last op) is then a node of the first
+-- call's graph too, so all calls make one graph (it was two: the replays'
+-- compiled a call later, and its third run came at the fourth call).
+h.test("a model whose output is a view makes one graph, its first call's", function()
+  local flat = model_of({
+    node("mm", "MatMul", {"x", "w"}, {"p"}),
+    node("relu", "Relu", {"p"}, {"q"}),
+    node("minus", "Constant", {}, {"m1"}, {value = tensor.new({-1}):long()}),
+    node("flat", "Reshape", {"q", "m1"}, {"y"}),
+  }, {{name = "w", tensor = tensor.new({{1, -1}, {2, 1}}):float()}}, {{"x", "f32"}}, {{"y", "f32"}})
+  local misses = tensor.metrics().cache_misses
+  for call = 1, 3 do
+    local y = no_grad(flat, tensor.new({{call, 1}, {-1, call}}):float())
+    h.check(y, "f32", {call + 2, math.max(1 - call, 0), 2 * call - 1, call + 1})
+  end
+  if not EAGER and os.getenv("LAZYLUA_COMPILE") ~= "off" then
+    h.eq(tensor.metrics().cache_misses - misses, 1)
+  end
+end)
+
 h.test("each input shape is recorded once, and the last few are kept", function()
   local model = linear_model()
   local before = replays()
