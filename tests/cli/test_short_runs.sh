@@ -103,18 +103,25 @@ echo "     exit with a compile in flight $exit_ms_in_flight ms, with none $EXIT_
 # The third run of a graph is native, from an empty cache (the graph differs
 # from short.lua's, so the detached compile above cannot serve it).
 rm -rf "$LAZYLUA_CACHE_DIR"
-cat >"$WORK/third.lua" <<'EOF'
-local x = tensor.rand(1024, 48)
-local w = tensor.rand(48, 48) * 0.1
+# step_loop STEPS STATEMENT: Lua that runs STATEMENT (which sets x) STEPS
+# times, syncing x, and prints how many native runs each step made.
+step_loop() {
+  cat <<EOF
 local runs = {}
-for step = 1, 4 do
+for step = 1, $1 do
   local native_before = tensor.metrics().native_runs
-  x = ((x:matmul(w) - 0.25):sigmoid() * 0.7 + x * 0.3):softmax(2)
+  $2
   tensor.sync(x)
   runs[step] = tensor.metrics().native_runs - native_before
 end
 print("native runs per step " .. table.concat(runs, " "))
 EOF
+}
+{
+  echo 'local x = tensor.rand(1024, 48)'
+  echo 'local w = tensor.rand(48, 48) * 0.1'
+  step_loop 4 'x = ((x:matmul(w) - 0.25):sigmoid() * 0.7 + x * 0.3):softmax(2)'
+} >"$WORK/third.lua"
 cases=$((cases + 1))
 third=$(env -u LAZYLUA_COMPILE "$LAZYLUA" "$WORK/third.lua" 2>"$WORK/run.stderr")
 echo "     $third"
@@ -132,21 +139,16 @@ report_case "a graph's third run is native" $ok "$WORK/third.lua"
 # done (the exit hands off at most one): without the jump, all 120 would be
 # built before the loop's third run.
 rm -rf "$LAZYLUA_CACHE_DIR"
-cat >"$WORK/backlog.lua" <<'EOF'
+{
+  cat <<'EOF'
 for n = 1, 120 do
   local y = (tensor.rand(n) * 3 + 1):exp()
   tensor.sync(y)
 end
 local x = tensor.rand(256, 32)
-local runs = {}
-for step = 1, 3 do
-  local native_before = tensor.metrics().native_runs
-  x = (x * 0.5 + 0.25):tanh()
-  tensor.sync(x)
-  runs[step] = tensor.metrics().native_runs - native_before
-end
-print("native runs per step " .. table.concat(runs, " "))
 EOF
+  step_loop 3 'x = (x * 0.5 + 0.25):tanh()'
+} >"$WORK/backlog.lua"
 cases=$((cases + 1))
 backlog=$(env -u LAZYLUA_COMPILE "$LAZYLUA" "$WORK/backlog.lua" 2>"$WORK/run.stderr")
 built=$(find "$LAZYLUA_CACHE_DIR" -name '*.so' | wc -l)
