@@ -179,18 +179,21 @@ void require(const char* what) {
   loaded_library(what);
 }
 
+void name_product_span(profiler::Span& span, const char* name, int64_t m, int64_t n, int64_t k,
+                       int64_t element_size) {
+  if (!span.on()) return;
+  const std::string& label = profiler::current_label();
+  span.set_name(fmt::format("{} {}x{}x{}{}{}", name, m, n, k, label.empty() ? "" : " ", label));
+  span.set_work((m * k + k * n + m * n) * element_size, 2 * m * n * k);
+}
+
 // One product through cblas_?gemm, in a profiler span named by its shape and
 // the Lua line of the op (profiler::Label), with its work.
 template <typename T, typename Gemm>
 void gemm(Gemm routine, const char* name, bool transpose_a, bool transpose_b, int m, int n, int k,
           T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
   profiler::Span span("blas");
-  if (span.on()) {
-    const std::string& label = profiler::current_label();
-    span.set_name(fmt::format("{} {}x{}x{}{}{}", name, m, n, k, label.empty() ? "" : " ", label));
-    const int64_t elements = int64_t{m} * k + int64_t{k} * n + int64_t{m} * n;
-    span.set_work(elements * static_cast<int64_t>(sizeof(T)), 2 * int64_t{m} * n * k);
-  }
+  name_product_span(span, name, m, n, k, sizeof(T));
   routine(CblasRowMajor, transpose_flag(transpose_a), transpose_flag(transpose_b), m, n, k, alpha,
           a, lda, b, ldb, beta, c, ldc);
 }

@@ -16,7 +16,12 @@
 //   blas::Info info = blas::info();  // info.core == "SkylakeX", ...
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+namespace lazylua::profiler {
+class Span;
+}
 
 namespace lazylua::blas {
 
@@ -33,6 +38,11 @@ void require(const char* what);
 // Row-major C = alpha op(A) op(B) + beta C, op = transpose or not: cblas_sgemm
 // and cblas_dgemm. Load OpenBLAS with require() first (these throw too if it
 // is missing, which must not happen on a pool thread).
+// Names a product's profiler span (when profiling) as every product is
+// named: "NAME MxNxK" and the Lua line of its op, with its bytes and flops.
+void name_product_span(profiler::Span& span, const char* name, int64_t m, int64_t n, int64_t k,
+                       int64_t element_size);
+
 void sgemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
            int lda, const float* b, int ldb, float beta, float* c, int ldc);
 void dgemm(bool transpose_a, bool transpose_b, int m, int n, int k, double alpha, const double* a,
