@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 
 #include "compiler/codegen_c.h"
@@ -814,7 +815,22 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
           if (source >= 0) step.transposed_inputs |= static_cast<uint8_t>(1u << k);
           step.slots.push_back(slot_of[source >= 0 ? source : inputs[k]]);
         }
-        step.slots.push_back(slot_of[root]);
+        for (EpilogueStage stage : fused.epilogue) {  // operands: instruction -> input
+          if (stage.operand >= 0) {
+            const Instruction& operand = program.instructions[stage.operand];
+            if (operand.op == Op::constant) {
+              const double value = operand.constant.value;
+              stage.operand = value == 1            ? EpilogueStage::kConstantOne
+                              : std::signbit(value) ? EpilogueStage::kConstantMinusZero
+                                                    : EpilogueStage::kConstantZero;
+            } else {
+              step.slots.push_back(slot_of[stage.operand]);
+              stage.operand = static_cast<int>(step.slots.size()) - 1;
+            }
+          }
+          step.epilogue.push_back(stage);
+        }
+        step.slots.push_back(slot_of[fused.written()]);
         plan.steps.push_back(std::move(step));
         break;
       }

@@ -167,8 +167,11 @@ class AccessPlanner {
                                  : -1;
           access.used.push_back(source >= 0 ? source : input);
         }
-        access.used.push_back(root);
-        access.written = {root};
+        for (const EpilogueStage& stage : fused.epilogue) {
+          if (stage.operand >= 0) access.used.push_back(stage.operand);
+        }
+        access.used.push_back(fused.written());
+        access.written = {fused.written()};
         accesses_.push_back(std::move(access));
         break;
       }

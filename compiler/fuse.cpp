@@ -19,6 +19,7 @@
 
 #include <algorithm>
 
+#include "compiler/conv_epilogue.h"
 #include "compiler/kernel_graph.h"
 
 namespace lazylua::compiler {
@@ -83,6 +84,7 @@ class Fuser {
     Fusion fusion;
     fusion.materialized = materialized_;
     fusion.steps = group_steps();
+    fold_conv_epilogues(program_, fusion);
     return fusion;
   }
 
@@ -266,7 +268,10 @@ class Fuser {
         last_ops += kernel_ops_[i];
         continue;
       }
-      steps.push_back({lowering, {i}});
+      FusedStep step;
+      step.lowering = lowering;
+      step.roots = {i};
+      steps.push_back(std::move(step));
       last_ops = kernel_ops_[i];
     }
     return steps;

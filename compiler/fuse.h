@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "compiler/plan.h"
 #include "compiler/program.h"
 
 namespace lazylua::compiler {
@@ -44,6 +45,11 @@ struct FusedStep {
   // The instructions it writes: elementwise kernels may write several
   // values of one shape in one loop; every other step writes one.
   std::vector<int> roots;
+  // library (a convolution): the clamps folded into it (conv_epilogue.h);
+  // it then writes `output`, the last clamp's value, in place of its root.
+  std::vector<EpilogueStage> epilogue;
+  int output = -1;
+  int written() const { return output >= 0 ? output : roots[0]; }
 };
 
 struct Fusion {

@@ -26,6 +26,7 @@
 #include "compiler/plan.h"
 #include "compiler/plan_record.h"
 #include "compiler/toolchain.h"
+#include "tensor/eager_ops.h"
 #include "tensor/interrupt.h"
 #include "tensor/profiler.h"
 #include "tensor/scan.h"
@@ -113,7 +114,8 @@ int64_t step_bytes(const Plan& plan, const Step& step) {
 
 // Each step's name for the profiler: its ops and the Lua lines that
 // recorded them. A kernel covers the instructions it writes and those
-// computed inside it (the ones without a slot of their own).
+// computed inside it (the ones without a slot of their own); so does a
+// convolution with an epilogue, from the clamp it writes back to itself.
 std::vector<std::string> step_labels(const Plan& plan, const Program& program) {
   std::vector<bool> has_slot(program.instructions.size(), false);
   for (const Slot& slot : plan.slots) {
@@ -122,8 +124,9 @@ std::vector<std::string> step_labels(const Plan& plan, const Program& program) {
   std::vector<std::string> labels;
   for (const Step& step : plan.steps) {
     std::vector<int> covered;
-    if (step.kind == Step::Kind::kernel) {
+    if (step.kind == Step::Kind::kernel || !step.epilogue.empty()) {
       std::vector<int> stack = step.roots;
+      if (!step.epilogue.empty()) stack = {plan.slots[step.slots.back()].instruction};
       std::vector<bool> seen(program.instructions.size(), false);
       while (!stack.empty()) {
         const int at = stack.back();
@@ -587,7 +590,8 @@ class NativeExecutor final : public Executor {
         *inputs_overwritten = true;
         if (!uninterruptible) uninterruptible.emplace(nullptr);
       }
-      result = evaluate_instruction(instruction, arguments);
+      result = step.epilogue.empty() ? evaluate_instruction(instruction, arguments)
+                                     : conv_with_epilogue(step, instruction, arguments);
     } else {
       metrics.fallbacks++;
       metrics.fallbacks_by_op[instruction.name()]++;
@@ -601,6 +605,24 @@ class NativeExecutor final : public Executor {
     } else if (result.buffer != out.buffer || result.offset != out.offset) {
       copy_kernel(result, out);  // a placed output
     }
+  }
+
+  // A convolution step with the clamps folded into it (conv_epilogue.h):
+  // its bounds are read from their slots at each run.
+  static Array conv_with_epilogue(const Step& step, const Instruction& instruction,
+                                  const std::vector<Array>& arguments) {
+    ConvEpilogue epilogue;
+    for (const EpilogueStage& stage : step.epilogue) {
+      ConvEpilogue::Stage& resolved = epilogue.stages[epilogue.count++];
+      resolved.kind = stage.kind;
+      resolved.value_first = stage.value_first;
+      resolved.operand = stage.operand >= 0 ? *arguments[stage.operand].data<float>()
+                                            : EpilogueStage::constant_value(stage.operand);
+    }
+    const bool has_bias = instruction.inputs.size() > 2;
+    return ops::conv(arguments[0], arguments[1], has_bias ? &arguments[2] : nullptr,
+                     ops::conv_window_from_attrs(instruction.sub_op, instruction.attrs.values),
+                     epilogue);
   }
 
   // A scan step: the body's plan once per slice, each y computed straight

@@ -9,6 +9,7 @@
 
 #include "compiler/memory_plan.h"
 #include "compiler/program.h"
+#include "tensor/kernels/conv.h"
 
 namespace lazylua::compiler {
 
@@ -42,6 +43,21 @@ constexpr int error_code(int instruction, KernelError error) {
   return (instruction + 1) * 8 + static_cast<int>(error);
 }
 
+// A clamp that a convolution's step applies to each value it writes
+// (compiler/conv_epilogue.h). In a Step, `operand` is the step's input
+// holding the other operand (a 0-d value), or a constant (an Op::constant:
+// 0, -0 or 1); in a FusedStep, the operand's instruction (-1 for relu,
+// which has none).
+struct EpilogueStage {
+  static constexpr int kConstantZero = -1, kConstantOne = -2, kConstantMinusZero = -3;
+  static double constant_value(int operand) {
+    return operand == kConstantOne ? 1.0 : operand == kConstantMinusZero ? -0.0 : 0.0;
+  }
+  ConvEpilogue::Kind kind = ConvEpilogue::Kind::relu;
+  bool value_first = true;  // maximum, minimum: the convolution's value is operand a
+  int operand = -1;
+};
+
 struct Step {
   // library: a convolution or pooling kernel shared with eager mode.
   enum class Kind { kernel, matmul, library, reference, scan };
@@ -72,6 +88,9 @@ struct Step {
   // matmul: bit k set when input k is read transposed from its slot (BLAS's
   // transpose flag, no copy).
   uint8_t transposed_inputs = 0;
+  // library (a convolution): the clamps it applies; their operands follow
+  // the instruction's inputs in `slots`, before the output slot.
+  std::vector<EpilogueStage> epilogue;
   // scan: slots are the inputs (carries, xs, captured), the packed value,
   // then one slot per used output (`parts`: which output each one is).
   std::shared_ptr<ScanPlan> scan;

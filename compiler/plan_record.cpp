@@ -149,6 +149,11 @@ void write_plan(const Plan& plan, const Bodies& bodies, cache::PlanRecord* recor
     put_all(step.same_element_reads, out->mutable_same_element_reads());
     out->set_can_fail(step.can_fail);
     out->set_transposed_inputs(step.transposed_inputs);
+    for (const EpilogueStage& stage : step.epilogue) {
+      out->add_epilogue(static_cast<int32_t>(stage.kind));
+      out->add_epilogue(stage.value_first ? 1 : 0);
+      out->add_epilogue(stage.operand);
+    }
     put_all(step.parts, out->mutable_parts());
     if (step.kind != Step::Kind::scan) continue;
     const ScanPlan& scan = *step.scan;
@@ -283,9 +288,30 @@ Plan read_plan(const cache::PlanRecord& record, const Program& program, const Bo
     check(in.has_scan() == (step.kind == Step::Kind::scan));
     check(step.kind == Step::Kind::scan || step.parts.empty());
     if (step.kind != Step::Kind::kernel && step.kind != Step::Kind::scan) {
-      // Input slots, then the output slot (run_plan reads them so).
+      // Input slots, the epilogue's operands, then the output slot
+      // (run_plan reads them so).
       const Instruction& computed = program.instructions[static_cast<size_t>(step.instruction)];
-      check(step.slots.size() == computed.inputs.size() + 1);
+      const int inputs = static_cast<int>(computed.inputs.size());
+      int operands = 0;
+      check(in.epilogue_size() % 3 == 0 && in.epilogue_size() <= 3 * ConvEpilogue::kMaxStages);
+      check(in.epilogue_size() == 0 ||
+            (step.kind == Step::Kind::library && computed.op == Op::conv));
+      for (int k = 0; k < in.epilogue_size(); k += 3) {
+        EpilogueStage stage;
+        check(in.epilogue(k) >= 0 &&
+              in.epilogue(k) <= static_cast<int>(ConvEpilogue::Kind::minimum));
+        stage.kind = static_cast<ConvEpilogue::Kind>(in.epilogue(k));
+        stage.value_first = in.epilogue(k + 1) != 0;
+        stage.operand = in.epilogue(k + 2);
+        if (stage.kind != ConvEpilogue::Kind::relu && stage.operand >= 0) {
+          check(stage.operand == inputs + operands);
+          operands++;
+        } else {
+          check(stage.operand >= EpilogueStage::kConstantMinusZero && stage.operand < 0);
+        }
+        step.epilogue.push_back(stage);
+      }
+      check(step.slots.size() == static_cast<size_t>(inputs + operands + 1));
       check(step.kind != Step::Kind::matmul || step.slots.size() == 3);
     }
     if (in.has_scan()) {

@@ -126,7 +126,10 @@ const char* conv_name(int rank, bool transposed);  // "conv2d", "conv_transpose2
 void conv_window_to_attrs(const ConvWindow& window, int64_t* attrs);
 ConvWindow conv_window_from_attrs(int rank, const int64_t* attrs);
 // x [N, C, in...], weight [O, C/groups, k...] -> [N, O, out...].
-Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow window);
+// `epilogue`: the clamps a compiled plan folded into the convolution
+// (compiler/conv_epilogue.h), applied to every value of the result.
+Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow window,
+           const ConvEpilogue& epilogue = {});
 // The adjoint of conv in x, which is also the transposed convolution of
 // grad_y (whose extents may be short of conv's: output_padding).
 Array conv_grad_input(const Array& grad_y, const Array& weight, const Array* bias,

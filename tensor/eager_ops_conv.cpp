@@ -257,7 +257,8 @@ ConvWindow conv_window_from_attrs(int rank, const int64_t* attrs) {
   return k;
 }
 
-Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow k) {
+Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow k,
+           const ConvEpilogue& epilogue) {
   const char* op = conv_name(k.rank, false);
   check_conv_window(k, op);
   check_spatial(x.shape, x.dtype, k.rank, op, "input");
@@ -267,13 +268,19 @@ Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow k)
   Array y = Array::empty(conv_output_shape(x.shape, weight.shape[0], k, op), x.dtype, op);
   if (in_meta_scope() || y.numel() == 0) return y;
   if (weight.shape[1] == 0) {  // no terms: the bias alone
-    if (!bias) return zeros_like_shape(y.shape, y.dtype);
-    Shape per_channel = Shape::filled(y.rank(), 1);
-    per_channel[1] = y.shape[1];
-    return contiguous(reshape(*bias, per_channel).expanded(y.shape));
+    Array only_bias = zeros_like_shape(y.shape, y.dtype);
+    if (bias) {
+      Shape per_channel = Shape::filled(y.rank(), 1);
+      per_channel[1] = y.shape[1];
+      only_bias = contiguous(reshape(*bias, per_channel).expanded(y.shape));
+    }
+    if (epilogue.count == 0) return only_bias;
+    if (y.dtype == DType::f64) epilogue.apply(only_bias.data<double>(), only_bias.numel());
+    if (y.dtype == DType::f32) epilogue.apply(only_bias.data<float>(), only_bias.numel());
+    return only_bias;
   }
   const Array bias_data = bias ? contiguous(*bias) : Array{};
-  conv_kernel(contiguous(x), contiguous(weight), bias_data, k, y);
+  conv_kernel(contiguous(x), contiguous(weight), bias_data, k, y, epilogue);
   return y;
 }
 

@@ -332,7 +332,7 @@ int64_t gathered_size(const ConvGeometry& g, const Chunk& chunk) {
 
 template <typename T>
 void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, const Array& bias,
-             const Array& y_array) {
+             const Array& y_array, const ConvEpilogue& epilogue) {
   const Chunking chunking(g);
   const int64_t rows = g.rows(), plane = g.out_plane(), og = g.outputs_per_group;
   const int64_t bands = band_count(chunking.count() * g.groups, kMinBandItems, og, kBandAlign);
@@ -353,10 +353,14 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
     if (chunk.count == 1) {  // straight into y[n] [O, plane]
       T* target = y + (chunk.first * g.o + group * og + r0) * plane + chunk.begin;
       gemm<T>(false, false, r1 - r0, span, rows, band_weight, rows, columns, ld, target, plane);
-      if (b) {
-        for (int64_t r = r0; r < r1; r++) {
+      for (int64_t r = r0; r < r1; r++) {  // the rows just written, while in cache
+        T* at = target + (r - r0) * plane;
+        if (!b) {
+          epilogue.apply(at, span);
+        } else if (epilogue.count > 0) {
+          epilogue.apply_after_adding(at, span, b[group * og + r]);
+        } else {
           const T add = b[group * og + r];
-          T* at = target + (r - r0) * plane;
           for (int64_t p = 0; p < span; p++) at[p] += add;
         }
       }
@@ -370,6 +374,7 @@ void forward(const ConvGeometry& g, const Array& x_array, const Array& weight, c
         const T* __restrict from = product + (r - r0) * width + s * span;
         T* __restrict to = y + ((chunk.first + s) * g.o + group * og + r) * plane;
         for (int64_t p = 0; p < span; p++) to[p] = from[p] + add;
+        epilogue.apply(to, span);
       }
     }
   });
@@ -494,12 +499,18 @@ void backward_weight(const ConvGeometry& g, const Array& grad_y, const Array& x_
 }  // namespace
 
 void conv_kernel(const Array& x, const Array& weight, const Array& bias, const ConvWindow& window,
-                 const Array& y) {
+                 const Array& y, const ConvEpilogue& epilogue) {
   const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
-  if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y)) return;
-  if (g.depthwise()) return conv_detail::depthwise_forward(g, x, weight, bias, y);
-  if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y);
-  forward<float>(g, x, weight, bias, y);
+  if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y, epilogue)) return;
+  if (g.depthwise()) {
+    // The direct depthwise kernels (f64, channel multipliers) take no
+    // epilogue: a pass of its own, the same values.
+    conv_detail::depthwise_forward(g, x, weight, bias, y);
+    if (y.dtype == DType::f64) return epilogue.apply(y.data<double>(), y.numel());
+    return epilogue.apply(y.data<float>(), y.numel());
+  }
+  if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y, epilogue);
+  forward<float>(g, x, weight, bias, y, epilogue);
 }
 
 void conv_grad_input_kernel(const Array& grad_y, const Array& weight, const Array& bias,

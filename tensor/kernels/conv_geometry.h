@@ -92,9 +92,10 @@ T* thread_scratch(int64_t elements) {
 }
 
 // f32 2-D convolutions (groups 1) through oneDNN (conv_onednn.cpp); false
-// when oneDNN has no kernel for the shape (the column kernels run it).
+// when oneDNN has no kernel for the shape (the column kernels run it). Each
+// work item applies the epilogue to the part of y it wrote.
 bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array& weight,
-                    const Array& bias, const Array& y);
+                    const Array& bias, const Array& y, const ConvEpilogue& epilogue);
 // Their input gradient (with a transposed convolution's bias) and weight
 // gradient, likewise.
 bool onednn_grad_input(const ConvGeometry& g, int rank, const Array& grad_y, const Array& weight,

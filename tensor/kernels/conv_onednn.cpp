@@ -535,7 +535,7 @@ void execute(const Primitive& p, const Bound& src, const Bound& weights, const B
 }  // namespace
 
 bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array& weight,
-                    const Array& bias, const Array& y) {
+                    const Array& bias, const Array& y, const ConvEpilogue& epilogue) {
   const bool depthwise = depthwise_taken(g, rank, y.dtype);
   if (!depthwise && !taken(g, rank, y.dtype)) return false;
   (void)thread_stream();  // before any oneDNN call on this thread
@@ -562,15 +562,20 @@ bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array
         bind(p.src, x_data + first * in_sample + c0 * g.in_plane(), nullptr, true, scratch, stream);
     const Bound weights = bind(p.weights, w_data + part * outputs * per_output,
                                packed.at(runs.size(run))[part], true, scratch, stream);
-    const Bound dst =
-        bind(p.dst, y.data<float>() + first * out_sample + part * outputs * g.out_plane(), nullptr,
-             false, scratch, stream);
+    float* const written = y.data<float>() + first * out_sample + part * outputs * g.out_plane();
+    const Bound dst = bind(p.dst, written, nullptr, false, scratch, stream);
     std::unique_ptr<memory> bias_memory;
     if (bias.defined()) {
       bias_memory = std::make_unique<memory>(
           p.plain_bias, cpu_engine(), const_cast<float*>(bias.data<float>()) + part * outputs);
     }
     execute(p, src, weights, dst, bias_memory.get(), scratch, stream);
+    // Each sample's channels of this part, while they are in cache: our own
+    // pass, which computes what the elementwise ops do, where a oneDNN
+    // post-op would round and order by its own rules.
+    for (int64_t s = 0; s < runs.size(run); s++) {
+      epilogue.apply(written + s * out_sample, outputs * g.out_plane());
+    }
   });
   return true;
 }

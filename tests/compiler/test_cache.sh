@@ -20,9 +20,15 @@ local a = tensor.arange(1000):float() / 700
 local b = (a * a + 3):sqrt():tanh() + a:exp():log()
 local s = (b - a):sum()
 local row = tensor.new({{1, 2, 3}, {4, 5, 6}}):float():softmax(2)
-tensor.sync(s, row)
+-- A convolution with its Clip folded in (a plan record with an epilogue).
+local x = tensor.arange(150):float():reshape({2, 3, 5, 5}) / 40 - 1
+local w = tensor.arange(108):float():reshape({4, 3, 3, 3}) / 50 - 1
+local clipped = tensor.conv2d(x, w, nil, {padding = 1})
+  :maximum(tensor.full({}, 0.0)):minimum(tensor.full({}, 0.5))
+local clipped_sum = clipped:sum()
+tensor.sync(s, row, clipped, clipped_sum)
 local m = tensor.metrics()
-print(string.format("result %.4f %.4f", s:item(), row[2][3]:item()))
+print(string.format("result %.4f %.4f %.4f", s:item(), row[2][3]:item(), clipped_sum:item()))
 print(string.format("compiles %d disk %d native %d interpreted %d",
   m.compiles, m.disk_hits, m.native_runs, m.interpreted_runs))
 LUA

@@ -1,0 +1,90 @@
+// conv_epilogue.cpp - see conv_epilogue.h.
+#include "compiler/conv_epilogue.h"
+
+#include <optional>
+
+namespace lazylua::compiler {
+
+namespace {
+
+// The clamp that instruction `i` applies to `value`, if it is one: relu, or
+// maximum/minimum of `value` and a 0-d f32 leaf (a parameter, a scalar or
+// the constant 0 or 1), of value's shape and dtype.
+std::optional<EpilogueStage> stage_of(const Program& program, int i, int value) {
+  const Instruction& instruction = program.instructions[i];
+  const Instruction& source = program.instructions[value];
+  if (instruction.dtype != DType::f32 || instruction.shape != source.shape) return std::nullopt;
+  if (instruction.op == Op::unary) {
+    if (static_cast<UnaryOp>(instruction.sub_op) != UnaryOp::relu) return std::nullopt;
+    return EpilogueStage{ConvEpilogue::Kind::relu, true, -1};
+  }
+  if (instruction.op != Op::binary) return std::nullopt;
+  const auto op = static_cast<BinaryOp>(instruction.sub_op);
+  if (op != BinaryOp::maximum && op != BinaryOp::minimum) return std::nullopt;
+  const bool value_first = instruction.inputs[0] == value;
+  const int other = instruction.inputs[value_first ? 1 : 0];
+  if (other == value) return std::nullopt;  // maximum(x, x)
+  const Instruction& bound = program.instructions[other];
+  if (!bound.is_leaf() || bound.dtype != DType::f32 || bound.shape.rank() != 0) {
+    return std::nullopt;
+  }
+  const auto kind =
+      op == BinaryOp::maximum ? ConvEpilogue::Kind::maximum : ConvEpilogue::Kind::minimum;
+  return EpilogueStage{kind, value_first, other};
+}
+
+}  // namespace
+
+void fold_conv_epilogues(const Program& program, Fusion& fusion) {
+  const int count = static_cast<int>(program.instructions.size());
+  // Per instruction: how many distinct instructions (or program outputs)
+  // use it, and the last of them.
+  std::vector<int> uses(count, 0), user(count, -1);
+  for (int i = 0; i < count; i++) {
+    for (int input : program.instructions[i].inputs) {
+      if (user[input] == i) continue;
+      uses[input]++;
+      user[input] = i;
+    }
+  }
+  for (int output : program.outputs) uses[output]++;
+  // The kernel step that writes each value alone.
+  std::vector<int> kernel_of(count, -1);
+  for (size_t k = 0; k < fusion.steps.size(); k++) {
+    const FusedStep& step = fusion.steps[k];
+    if (step.lowering == Lowering::inlined && step.roots.size() == 1) {
+      kernel_of[step.roots[0]] = static_cast<int>(k);
+    }
+  }
+  std::vector<bool> folded(fusion.steps.size(), false);
+  for (FusedStep& step : fusion.steps) {
+    const int conv = step.roots[0];
+    if (step.lowering != Lowering::library || program.instructions[conv].op != Op::conv ||
+        program.instructions[conv].dtype != DType::f32) {
+      continue;
+    }
+    std::vector<EpilogueStage> stages;
+    int value = conv;
+    while (uses[value] == 1 && static_cast<int>(stages.size()) < ConvEpilogue::kMaxStages) {
+      const std::optional<EpilogueStage> stage = stage_of(program, user[value], value);
+      if (!stage) break;
+      stages.push_back(*stage);
+      value = user[value];
+      if (kernel_of[value] >= 0 || fusion.materialized[value]) break;
+    }
+    // The chain must end at a value a kernel writes alone; the values
+    // before it live only inside that kernel.
+    if (stages.empty() || kernel_of[value] < 0) continue;
+    folded[kernel_of[value]] = true;
+    fusion.materialized[conv] = false;
+    step.epilogue = std::move(stages);
+    step.output = value;
+  }
+  std::vector<FusedStep> kept;
+  for (size_t k = 0; k < fusion.steps.size(); k++) {
+    if (!folded[k]) kept.push_back(std::move(fusion.steps[k]));
+  }
+  fusion.steps = std::move(kept);
+}
+
+}  // namespace lazylua::compiler
