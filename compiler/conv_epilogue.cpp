@@ -3,6 +3,8 @@
 
 #include <optional>
 
+#include "tensor/eager_ops.h"
+
 namespace lazylua::compiler {
 
 namespace {
@@ -85,6 +87,23 @@ void fold_conv_epilogues(const Program& program, Fusion& fusion) {
     if (!folded[k]) kept.push_back(std::move(fusion.steps[k]));
   }
   fusion.steps = std::move(kept);
+}
+
+Array evaluate_library_step(const Step& step, const Instruction& instruction,
+                            const std::vector<Array>& inputs) {
+  if (step.epilogue.empty()) return evaluate_instruction(instruction, inputs);
+  ConvEpilogue epilogue;
+  for (const EpilogueStage& stage : step.epilogue) {
+    ConvEpilogue::Stage& resolved = epilogue.stages[epilogue.count++];
+    resolved.kind = stage.kind;
+    resolved.value_first = stage.value_first;
+    resolved.operand = stage.operand >= 0 ? *inputs[stage.operand].data<float>()
+                                          : EpilogueStage::constant_value(stage.operand);
+  }
+  const bool has_bias = instruction.inputs.size() > 2;
+  return ops::conv(inputs[0], inputs[1], has_bias ? &inputs[2] : nullptr,
+                   ops::conv_window_from_attrs(instruction.sub_op, instruction.attrs.values),
+                   epilogue);
 }
 
 }  // namespace lazylua::compiler

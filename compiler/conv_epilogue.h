@@ -21,4 +21,10 @@ namespace lazylua::compiler {
 // chain as its epilogue and writes the chain's value; that kernel step goes.
 void fold_conv_epilogues(const Program& program, Fusion& fusion);
 
+// What a library step computes from its input slots' values (`inputs`:
+// every slot but the output): its instruction, with the step's epilogue if
+// it has one (the bounds read from their slots at each run).
+Array evaluate_library_step(const Step& step, const Instruction& instruction,
+                            const std::vector<Array>& inputs);
+
 }  // namespace lazylua::compiler

@@ -21,12 +21,12 @@
 #include <unordered_map>
 
 #include "compiler/build_schedule.h"
+#include "compiler/conv_epilogue.h"
 #include "compiler/disk_cache.h"
 #include "compiler/lower.h"
 #include "compiler/plan.h"
 #include "compiler/plan_record.h"
 #include "compiler/toolchain.h"
-#include "tensor/eager_ops.h"
 #include "tensor/interrupt.h"
 #include "tensor/profiler.h"
 #include "tensor/scan.h"
@@ -590,8 +590,7 @@ class NativeExecutor final : public Executor {
         *inputs_overwritten = true;
         if (!uninterruptible) uninterruptible.emplace(nullptr);
       }
-      result = step.epilogue.empty() ? evaluate_instruction(instruction, arguments)
-                                     : conv_with_epilogue(step, instruction, arguments);
+      result = evaluate_library_step(step, instruction, arguments);
     } else {
       metrics.fallbacks++;
       metrics.fallbacks_by_op[instruction.name()]++;
@@ -605,24 +604,6 @@ class NativeExecutor final : public Executor {
     } else if (result.buffer != out.buffer || result.offset != out.offset) {
       copy_kernel(result, out);  // a placed output
     }
-  }
-
-  // A convolution step with the clamps folded into it (conv_epilogue.h):
-  // its bounds are read from their slots at each run.
-  static Array conv_with_epilogue(const Step& step, const Instruction& instruction,
-                                  const std::vector<Array>& arguments) {
-    ConvEpilogue epilogue;
-    for (const EpilogueStage& stage : step.epilogue) {
-      ConvEpilogue::Stage& resolved = epilogue.stages[epilogue.count++];
-      resolved.kind = stage.kind;
-      resolved.value_first = stage.value_first;
-      resolved.operand = stage.operand >= 0 ? *arguments[stage.operand].data<float>()
-                                            : EpilogueStage::constant_value(stage.operand);
-    }
-    const bool has_bias = instruction.inputs.size() > 2;
-    return ops::conv(arguments[0], arguments[1], has_bias ? &arguments[2] : nullptr,
-                     ops::conv_window_from_attrs(instruction.sub_op, instruction.attrs.values),
-                     epilogue);
   }
 
   // A scan step: the body's plan once per slice, each y computed straight

@@ -37,6 +37,7 @@
 
 #include "compiler/codegen.h"
 #include "compiler/codegen_c.h"
+#include "compiler/conv_epilogue.h"
 #include "compiler/fuse.h"
 #include "compiler/lower.h"
 #include "compiler/plan.h"
@@ -178,7 +179,9 @@ inline Outcome run_plan(const Plan& plan, const Library& library, const Program&
     Array result;
     try {
       result = step.kind == Step::Kind::matmul ? ops::matmul(operands[0], operands[1])
-                                               : evaluate_instruction(instruction, operands);
+               : step.kind == Step::Kind::library
+                   ? evaluate_library_step(step, instruction, operands)
+                   : evaluate_instruction(instruction, operands);
     } catch (const Error& error) {
       outcome.eager_error = error.what();
       return outcome;

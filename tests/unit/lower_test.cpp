@@ -100,6 +100,12 @@ void expect_same_plan(const Plan& a, const Plan& b) {
     EXPECT_EQ(x.can_fail, y.can_fail);
     EXPECT_EQ(x.transposed_inputs, y.transposed_inputs);
     EXPECT_EQ(x.parts, y.parts);
+    ASSERT_EQ(x.epilogue.size(), y.epilogue.size());
+    for (size_t e = 0; e < x.epilogue.size(); e++) {
+      EXPECT_EQ(x.epilogue[e].kind, y.epilogue[e].kind);
+      EXPECT_EQ(x.epilogue[e].value_first, y.epilogue[e].value_first);
+      EXPECT_EQ(x.epilogue[e].operand, y.epilogue[e].operand);
+    }
   }
   EXPECT_EQ(a.outputs, b.outputs);
   EXPECT_EQ(a.kernel_count, b.kernel_count);
@@ -107,18 +113,57 @@ void expect_same_plan(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.summary, b.summary);
 }
 
+// A convolution and the clamp after it, as the ONNX importer records Clip:
+// maximum, then minimum, with 0-d f32 bounds; `low` may come first.
+Tensor clipped_conv(const Tensor& x, const Tensor& weight, const Tensor& low, const Tensor& high,
+                    bool low_first = false) {
+  const Tensor y = conv(x, weight, nullptr, ConvWindow{});
+  const Tensor raised =
+      low_first ? binary(BinaryOp::maximum, low, y) : binary(BinaryOp::maximum, y, low);
+  return binary(BinaryOp::minimum, raised, high);
+}
+
+TEST_F(Lower, ConvolutionTakesTheClampAfterIt) {
+  const Tensor x = data({2, 3, 6, 6}, DType::f32, 3, true), weight = data({4, 3, 3, 3});
+  const Tensor low = data({}), high = data({});
+  for (bool low_first : {false, true}) {
+    const Plan& plan = check(record({clipped_conv(x, weight, low, high, low_first)}), 0, 0);
+    ASSERT_EQ(plan.steps.size(), 1u);
+    const Step& step = plan.steps[0];
+    EXPECT_EQ(step.kind, Step::Kind::library);
+    ASSERT_EQ(step.epilogue.size(), 2u);
+    EXPECT_EQ(step.epilogue[0].kind, ConvEpilogue::Kind::maximum);
+    EXPECT_EQ(step.epilogue[0].value_first, !low_first);
+    EXPECT_EQ(step.epilogue[1].kind, ConvEpilogue::Kind::minimum);
+    EXPECT_EQ(step.slots.size(), 5u);  // x, weight, the two bounds, the output
+  }
+  // relu, then a maximum with a bound: two stages.
+  const Tensor activated = unary(UnaryOp::relu, conv(x, weight, nullptr, ConvWindow{}));
+  const Plan& relu_plan = check(record({binary(BinaryOp::maximum, activated, low)}), 0, 0);
+  ASSERT_EQ(relu_plan.steps.size(), 1u);
+  EXPECT_EQ(relu_plan.steps[0].epilogue.size(), 2u);
+  // The convolution's value is an output too: it keeps its slot and the
+  // clamp its kernel.
+  const Tensor y = conv(x, weight, nullptr, ConvWindow{});
+  const Plan& shared = check(record({y, unary(UnaryOp::relu, y)}), 0, 0);
+  EXPECT_EQ(count_steps(shared, Step::Kind::kernel), 1);
+  for (const Step& step : shared.steps) EXPECT_TRUE(step.epilogue.empty());
+}
+
 class PlanRecord : public Codegen {
  protected:
   // Kernels, a BLAS call with a transposed operand, a cat (byte offsets),
-  // a reduction and an eager step, with a donation.
+  // a reduction, an eager step and a convolution with its clamp folded in,
+  // with a donation.
   Program canonical() {
     const Tensor a = data({16, 8}), b = data({16, 8}), c = data({4, 8});
     const Tensor product = matmul(binary(BinaryOp::mul, a, b), transpose(c, 0, 1));
     const Tensor joined = cat({a, b, a}, 0);
     const Tensor total = reduce(ReduceOp::sum, binary(BinaryOp::add, joined, number(1)), 1, false);
     const Tensor eager = softmax(b, 0, false);  // no kernel over dim 0
+    const Tensor clipped = clipped_conv(data({1, 2, 5, 5}), data({3, 2, 3, 3}), data({}), data({}));
     return all_donated(
-        record({product, total, eager, binary(BinaryOp::add, a, number(1))}).program);
+        record({product, total, eager, binary(BinaryOp::add, a, number(1)), clipped}).program);
   }
 };
 
@@ -126,6 +171,8 @@ TEST_F(PlanRecord, RoundTripGivesTheSamePlan) {
   const Program program = canonical();
   const Lowered lowered = lower(program);
   ASSERT_GT(lowered.plan.kernel_count, 0);
+  ASSERT_TRUE(std::any_of(lowered.plan.steps.begin(), lowered.plan.steps.end(),
+                          [](const Step& step) { return step.epilogue.size() == 2; }));
   const std::string bytes = serialize_plan(program, lowered.program, lowered.plan);
   ASSERT_FALSE(bytes.empty());
   Program optimized;
