@@ -40,7 +40,8 @@ std::optional<EpilogueStage> stage_of(const Program& program, int i, int value) 
 void fold_conv_epilogues(const Program& program, Fusion& fusion) {
   const int count = static_cast<int>(program.instructions.size());
   // Per instruction: how many distinct instructions (or program outputs)
-  // use it, and the last of them.
+  // use it, and the last instruction among them (-1: none, when a program
+  // output has no other use).
   std::vector<int> uses(count, 0), user(count, -1);
   for (int i = 0; i < count; i++) {
     for (int input : program.instructions[i].inputs) {
@@ -67,7 +68,8 @@ void fold_conv_epilogues(const Program& program, Fusion& fusion) {
     }
     std::vector<EpilogueStage> stages;
     int value = conv;
-    while (uses[value] == 1 && static_cast<int>(stages.size()) < ConvEpilogue::kMaxStages) {
+    while (uses[value] == 1 && user[value] >= 0 &&
+           static_cast<int>(stages.size()) < ConvEpilogue::kMaxStages) {
       const std::optional<EpilogueStage> stage = stage_of(program, user[value], value);
       if (!stage) break;
       stages.push_back(*stage);
