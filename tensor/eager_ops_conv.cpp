@@ -274,9 +274,7 @@ Array conv(const Array& x, const Array& weight, const Array* bias, ConvWindow k,
       per_channel[1] = y.shape[1];
       only_bias = contiguous(reshape(*bias, per_channel).expanded(y.shape));
     }
-    if (epilogue.count == 0) return only_bias;
-    if (y.dtype == DType::f64) epilogue.apply(only_bias.data<double>(), only_bias.numel());
-    if (y.dtype == DType::f32) epilogue.apply(only_bias.data<float>(), only_bias.numel());
+    epilogue.apply(only_bias);
     return only_bias;
   }
   const Array bias_data = bias ? contiguous(*bias) : Array{};

@@ -503,11 +503,10 @@ void conv_kernel(const Array& x, const Array& weight, const Array& bias, const C
   const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
   if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y, epilogue)) return;
   if (g.depthwise()) {
-    // The direct depthwise kernels (f64, channel multipliers) take no
-    // epilogue: a pass of its own, the same values.
+    // The direct depthwise kernels (channel multipliers, shapes oneDNN
+    // does not take) take no epilogue: a pass of its own, the same values.
     conv_detail::depthwise_forward(g, x, weight, bias, y);
-    if (y.dtype == DType::f64) return epilogue.apply(y.data<double>(), y.numel());
-    return epilogue.apply(y.data<float>(), y.numel());
+    return epilogue.apply(y);
   }
   if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y, epilogue);
   forward<float>(g, x, weight, bias, y, epilogue);

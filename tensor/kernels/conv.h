@@ -70,6 +70,11 @@ struct ConvEpilogue {
     run(
         values, n, [](T value) { return value; }, false);
   }
+  // Every value of `values` (contiguous, f32 or f64).
+  void apply(const Array& values) const {
+    if (values.dtype == DType::f64) return apply(values.data<double>(), values.numel());
+    apply(values.data<float>(), values.numel());
+  }
   template <typename T>
   void apply_after_adding(T* values, int64_t n, T add) const {
     run(
