@@ -92,10 +92,17 @@ dnnl::stream& thread_stream() {
   return stream;
 }
 
+// Runs of samples a convolution is cut into at least, when it has them.
+constexpr int64_t kMinRuns = 4;
+
 // Channels of one item: two parts when they split into whole blocks of 16,
-// so that a single sample still keeps two threads busy.
-int64_t channel_parts(int64_t channels) {
-  return channels >= 64 && channels % 32 == 0 ? 2 : 1;
+// so that a single sample still keeps two threads busy. Not when the
+// samples alone make kMinRuns items: each part reorders the whole input of
+// its samples, so two parts did that work twice (a third of the reorders'
+// time on ResNet-18 at batch 8). A choice made on the shapes alone: the
+// bits may not depend on the thread count.
+int64_t channel_parts(int64_t channels, int64_t runs) {
+  return runs < kMinRuns && channels >= 64 && channels % 32 == 0 ? 2 : 1;
 }
 
 // Channels of a depthwise item: two parts of whole 8-channel blocks (the
@@ -110,8 +117,6 @@ int64_t depthwise_parts(int64_t channels) {
 // a 14x14 layer is a few microseconds of work) takes several samples, so
 // that the per-call cost of the kernel and its reorders is paid rarely.
 constexpr int64_t kItemPositions = 2048;
-// Runs of samples a convolution is cut into at least, when it has them.
-constexpr int64_t kMinRuns = 4;
 // Runs of a weight gradient, each with its own partial sum, at most.
 constexpr int64_t kWeightRuns = 8;
 
@@ -541,7 +546,7 @@ bool onednn_forward(const ConvGeometry& g, int rank, const Array& x, const Array
   (void)thread_stream();  // before any oneDNN call on this thread
   const SampleRuns runs = item_runs(g);
   // A depthwise part reads its own input channels, the others all of them.
-  const int64_t parts = depthwise ? depthwise_parts(g.o) : channel_parts(g.o);
+  const int64_t parts = depthwise ? depthwise_parts(g.o) : channel_parts(g.o, runs.count);
   const int64_t outputs = g.o / parts, channels = depthwise ? outputs : g.c;
   const auto primitives =
       find_primitives(g, Pass::forward, runs, outputs, channels, bias.defined());
@@ -585,7 +590,7 @@ bool onednn_grad_input(const ConvGeometry& g, int rank, const Array& grad_y, con
   if (!taken(g, rank, grad_x.dtype)) return false;
   (void)thread_stream();
   const SampleRuns runs = item_runs(g);
-  const int64_t parts = channel_parts(g.c), channels = g.c / parts;
+  const int64_t parts = channel_parts(g.c, runs.count), channels = g.c / parts;
   const auto primitives = find_primitives(g, Pass::input_gradient, runs, g.o, channels, false);
   if (primitives.empty()) return false;
   const int64_t taps = g.taps();
@@ -624,7 +629,7 @@ bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, co
   if (!taken(g, rank, grad_weight.dtype)) return false;
   (void)thread_stream();
   const SampleRuns runs = weight_runs(g);
-  const int64_t parts = channel_parts(g.o), outputs = g.o / parts;
+  const int64_t parts = channel_parts(g.o, runs.count), outputs = g.o / parts;
   const auto primitives = find_primitives(g, Pass::weight_gradient, runs, outputs, g.c, false);
   if (primitives.empty()) return false;
   const int64_t size = grad_weight.numel(), per_output = size / g.o;
