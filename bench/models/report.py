@@ -3,7 +3,8 @@ runs of several run.sh, in one table).
 
 Each line of RESULTS is "RUNNER<TAB>{json}" (RUNNER: lazylua, torch or ort), a RESULT of
 run_lazylua.lua, run_torch.py or run_ort.js. Prints one Markdown table, a row per model
-and opset: lazylua's match against PyTorch (max |diff| / max |output|), the steady time
+and opset: lazylua's and ONNX Runtime's match against PyTorch (max |diff| / max |output|:
+ORT's shows how far f32 rounding alone takes a model from PyTorch's), the steady time
 per call of the three and the ratios lazylua/PyTorch and lazylua/ORT (below 1: lazylua is
 faster), each one's peak RSS (the larger of the two batches), the call from which lazylua
 ran native code only and the seconds from onnx.load to the end of that call (empty
@@ -62,7 +63,7 @@ def main():
         return {}
 
     per_batch = "b" + "/b".join(map(str, batches))
-    header = ["model", "opset", "match " + per_batch]
+    header = ["model", "opset", "match " + per_batch, "ORT match " + per_batch]
     for who in ("lazylua", "PyTorch", "ORT"):
         header.append(f"{who} ms {per_batch}")
     header += [f"lazylua/PyTorch {per_batch}", f"lazylua/ORT {per_batch}",
@@ -100,6 +101,8 @@ def main():
                 model, str(opset),
                 pair([r.get("match") if "error" not in r else None for r in lazylua],
                      lambda v: f"{v:.1e}"),
+                pair([runs[b]["ort"].get("match") if "error" not in runs[b]["ort"] else None
+                      for b in batches], lambda v: f"{v:.1e}"),
                 pair([steady[b]["lazylua"] for b in batches], ms),
                 pair([steady[b]["torch"] for b in batches], ms),
                 pair([steady[b]["ort"] for b in batches], ms),
