@@ -227,6 +227,17 @@ local cases = {
     x = {9, 5, 3, 3}, w = {6, 5, 1, 1}, bias = true, opts = {}},
   {name = "conv2d 1x1 over planes of 272 positions, one product per sample", x = {3, 3, 16, 17},
     w = {4, 3, 1, 1}, opts = {}},
+  -- f32: padding wider than oneDNN's direct kernel takes (it falls back to an
+  -- im2col product), so the input is padded before the kernel runs:
+  -- symmetric; asymmetric with stride 2; windows that never reach x's last
+  -- row and column.
+  {name = "conv2d dilation 4, padding 4, bias", x = {2, 8, 20, 20}, w = {8, 8, 3, 3},
+    bias = true, opts = {dilation = 4, padding = 4}},
+  {name = "conv2d dilation 4, stride 2, padding {{5, 2}, {4, 4}}", x = {1, 16, 24, 24},
+    w = {16, 16, 3, 3}, opts = {dilation = 4, stride = 2, padding = {{5, 2}, {4, 4}}}},
+  {name = "conv2d dilation 4, stride 2, padding {{4, 0}, {4, 0}}, last row unread",
+    x = {1, 8, 22, 22}, w = {8, 8, 3, 3}, bias = true,
+    opts = {dilation = 4, stride = 2, padding = {{4, 0}, {4, 0}}}},
   -- f32: oneDNN's input gradient, with the bias added after.
   {name = "conv_transpose2d stride 2, output_padding 1, bias", transpose = true,
     x = {2, 4, 5, 5}, w = {4, 3, 3, 3}, bias = true,
