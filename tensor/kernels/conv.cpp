@@ -316,6 +316,18 @@ std::pair<const T*, int64_t> input_columns(const T* x, const ConvGeometry& g,
   if (chunking.direct()) {
     return {x + (chunk.first * g.c + channel0) * g.in_plane() + chunk.begin, g.in_plane()};
   }
+  if (g.pointwise() && chunk.span() == g.in_plane()) {
+    // Small planes of a 1x1 window gathered side by side: one copy per plane
+    // (im2col's line-by-line walk took longer than the product here).
+    const int64_t plane = g.in_plane(), width = chunk.columns();
+    for (int64_t c = 0; c < g.channels_per_group; c++) {
+      for (int64_t b = 0; b < chunk.count; b++) {
+        std::copy_n(x + ((chunk.first + b) * g.c + channel0 + c) * plane, plane,
+                    buffer + c * width + b * plane);
+      }
+    }
+    return {buffer, width};
+  }
   im2col(x, g, channel0, chunk, buffer);
   return {buffer, chunk.columns()};
 }
