@@ -1,6 +1,7 @@
 // conv.cpp - convolutions of spatial rank 1 to 3 as matrix products over
 // columns built a chunk at a time; the dispatch to oneDNN's kernels
-// (conv_onednn.cpp) and to the direct depthwise ones (conv_depthwise.cpp).
+// (conv_onednn.cpp), to the register tiles of narrow 1x1 windows
+// (conv_pointwise.cpp) and to the direct depthwise ones (conv_depthwise.cpp).
 //
 // A group's columns (im2col: row (c, taps) holds input channel c shifted by
 // the tap under every output position) are built for one chunk of output
@@ -514,6 +515,7 @@ void conv_kernel(const Array& x, const Array& weight, const Array& bias, const C
                  const Array& y, const ConvEpilogue& epilogue) {
   const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
   if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y, epilogue)) return;
+  if (conv_detail::pointwise_forward(g, x, weight, bias, y, epilogue)) return;
   if (g.depthwise()) {
     // The direct depthwise kernels (channel multipliers, shapes oneDNN
     // does not take) take no epilogue: a pass of its own, the same values.

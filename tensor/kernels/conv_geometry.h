@@ -103,6 +103,12 @@ bool onednn_grad_input(const ConvGeometry& g, int rank, const Array& grad_y, con
 bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, const Array& x,
                         const Array& grad_weight);
 
+// The forward pass of f32 1x1 convolutions of one group, with stride 1
+// and no padding (conv_pointwise.cpp); false for any other, and where the
+// build has no AVX2 and FMA (OpenBLAS's products run it, conv.cpp).
+bool pointwise_forward(const ConvGeometry& g, const Array& x, const Array& weight,
+                       const Array& bias, const Array& y, const ConvEpilogue& epilogue);
+
 // Direct kernels for depthwise convolutions (conv_depthwise.cpp).
 void depthwise_forward(const ConvGeometry& g, const Array& x, const Array& weight,
                        const Array& bias, const Array& y);

@@ -221,12 +221,23 @@ local cases = {
     x = {1, 2, 40, 60}, w = {2, 1, 3, 3}, opts = {groups = 2, padding = 1}},
   {name = "conv1d depthwise stride 2 over a long line", x = {2, 3, 5000}, w = {3, 1, 5},
     opts = {groups = 3, stride = 2, padding = 2}},
-  -- 1x1 windows: small planes of several samples are gathered into one
-  -- product; planes of 256 positions or more are read in place, per sample.
+  -- 1x1 windows of up to 64 input channels (f32): register tiles of 6 rows
+  -- by 2 vectors, then one vector, then a masked one (29 positions: 16 + 8
+  -- + 5 with 8 lanes, 16 + 13 with 16); 13 rows (6 + 6 + 1); a plane in
+  -- two runs of positions, each in two passes (1216 and 1189 > 1024), the
+  -- second ending in a masked tile; exactly 64 channels; 65 (OpenBLAS). In
+  -- f64 all run on OpenBLAS: small planes of several samples gathered into
+  -- one product; planes of 256 positions or more read in place, per sample.
   {name = "conv2d 1x1 over small planes of 9 samples (one gathered product), bias",
     x = {9, 5, 3, 3}, w = {6, 5, 1, 1}, bias = true, opts = {}},
   {name = "conv2d 1x1 over planes of 272 positions, one product per sample", x = {3, 3, 16, 17},
     w = {4, 3, 1, 1}, opts = {}},
+  {name = "conv2d 1x1, 13 outputs over 29 positions, bias", x = {3, 7, 1, 29},
+    w = {13, 7, 1, 1}, bias = true, opts = {}},
+  {name = "conv1d 1x1 over 2405 positions, 64 channels", x = {1, 64, 2405}, w = {9, 64, 1},
+    opts = {}},
+  {name = "conv1d 1x1 of 65 channels, 20 outputs", x = {2, 65, 37}, w = {20, 65, 1}, bias = true,
+    opts = {}},
   -- f32: padding wider than oneDNN's direct kernel takes (it falls back to an
   -- im2col product), so the input is padded before the kernel runs:
   -- symmetric; asymmetric with stride 2; windows that never reach x's last

@@ -2,7 +2,8 @@
 -- and 2 threads (their chunks depend on the shapes only), on layers of real
 -- models' shapes that take each path of tensor/kernels/conv.cpp and
 -- conv_depthwise.cpp: columns cut into parts of a sample's positions,
--- several samples per chunk, a 1x1 window read in place or gathered, the
+-- several samples per chunk, a 1x1 window in register tiles, read in
+-- place or gathered, the
 -- depthwise phase planes (strides 1 and 2) and the 3-D depthwise lines, and
 -- the weight gradient's partial sums over several tasks. Each result is also
 -- checked against the same layer computed in f64.
@@ -15,8 +16,13 @@ local LAYERS = {
   {"3x3 over parts of a 56x56 plane", {2, 16, 56, 56}, {8, 16, 3, 3}, {padding = 1}},
   {"3x3 stride 2, several 7x7 samples per chunk", {6, 64, 14, 14}, {32, 64, 3, 3},
     {stride = 2, padding = 1}},
-  {"1x1 over 16x16 planes, in place", {3, 24, 16, 16}, {40, 24, 1, 1}, {}},
-  {"1x1 over 7x7 planes, gathered", {5, 48, 7, 7}, {20, 48, 1, 1}, {}},
+  -- 1x1: up to 64 input channels, conv_pointwise.cpp's register tiles (rows
+  -- in bands, planes in runs); more, OpenBLAS in place or gathered.
+  {"1x1 of 24 channels over 16x16 planes", {3, 24, 16, 16}, {40, 24, 1, 1}, {}},
+  {"1x1 of 48 channels over 7x7 planes, bands of rows", {1, 48, 7, 7}, {100, 48, 1, 1}, {}},
+  {"1x1 of 16 channels over runs of a 48x50 plane", {2, 16, 48, 50}, {13, 16, 1, 1}, {}},
+  {"1x1 of 72 channels over 16x16 planes, in place", {3, 72, 16, 16}, {40, 72, 1, 1}, {}},
+  {"1x1 of 80 channels over 7x7 planes, gathered", {5, 80, 7, 7}, {20, 80, 1, 1}, {}},
   {"depthwise 3x3 over 28x28", {2, 24, 28, 28}, {24, 1, 3, 3}, {groups = 24, padding = 1}},
   {"depthwise 3x3 stride 2 multiplier 2", {2, 12, 15, 15}, {24, 1, 3, 3},
     {groups = 12, stride = 2, padding = 1}},
