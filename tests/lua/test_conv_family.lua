@@ -238,6 +238,17 @@ local cases = {
     opts = {}},
   {name = "conv1d 1x1 of 65 channels, 20 outputs", x = {2, 65, 37}, w = {20, 65, 1}, bias = true,
     opts = {}},
+  -- Taps that read only padding at every output are left out: DeepLabV3's
+  -- ASPP shape, where the centre tap alone reads the input (a 1x1 window);
+  -- one dim trimmed to its middle row, the other whole; a 3-D window
+  -- trimmed on one side only, with stride 2.
+  {name = "conv2d dilation 6, padding 6 over 6x6 (the centre tap only), bias", x = {2, 3, 6, 6},
+    w = {4, 3, 3, 3}, bias = true, opts = {dilation = 6, padding = 6}},
+  {name = "conv2d dilation {7, 1}, padding {7, 1} over 6x5 (the middle row of taps)",
+    x = {1, 5, 6, 5}, w = {3, 5, 3, 3}, opts = {dilation = {7, 1}, padding = {7, 1}}},
+  {name = "conv3d taps past the input's end on one side, stride 2",
+    x = {1, 2, 4, 3, 5}, w = {2, 2, 2, 3, 2},
+    opts = {stride = {2, 1, 2}, dilation = {4, 3, 1}, padding = {{0, 4}, {3, 3}, {0, 1}}}},
   -- f32: padding wider than oneDNN's direct kernel takes (it falls back to an
   -- im2col product), so the input is padded before the kernel runs:
   -- symmetric; asymmetric with stride 2; windows that never reach x's last
