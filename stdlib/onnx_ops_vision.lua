@@ -208,8 +208,61 @@ end
 -- fall outside: then the weights are renormalized or the extrapolation value
 -- used). The taps and weights are f64 tensors over the output positions, so
 -- the cost is a few tensor ops whatever out_size is.
+local resize_taps  -- the taps and weights of one dim, below
+
+-- Realized taps and weights by their parameters: computed once (a small
+-- graph of its own), then data. Traced into the model's graph they were
+-- recomputed for every output element of the fused gather (f64 divisions
+-- and floors per element: DeepLabV3's final Resize took 31 ms a call).
+local tap_cache, tap_cache_size = {}, 0
+
+local function cached_taps(in_size, out_size, out_length, scale, attrs, mode, modes, roi_start,
+                           roi_end)
+  local key = string.format("%s %s %s %s %d %d %.17g %.17g %.17g %.17g %.17g", mode, modes.coordinate,
+    modes.nearest, tostring(modes.exclude_outside), in_size, out_size, out_length, scale, roi_start,
+    roi_end, attrs.cubic_coeff_a or -0.75)
+  local entry = tap_cache[key]
+  if entry == nil then
+    local taps, weights, xo = tensor.no_grad(function()
+      return resize_taps(in_size, out_size, out_length, scale, attrs, mode, modes, roi_start, roi_end)
+    end)
+    local function data(t, dtype)
+      if t == nil or t:numel() == 0 then return t end
+      return tensor.new(t:tolist(), {dtype = dtype})
+    end
+    entry = {taps = {}, weights = {}, xo = data(xo, "f64")}
+    for k = 1, #taps do
+      entry.taps[k], entry.weights[k] = data(taps[k], "i64"), data(weights[k], "f64")
+    end
+    if tap_cache_size >= 256 then tap_cache, tap_cache_size = {}, 0 end
+    tap_cache[key], tap_cache_size = entry, tap_cache_size + 1
+  end
+  return entry.taps, entry.weights, entry.xo
+end
+
 local function resize_dim(x, d, out_size, out_length, scale, attrs, mode, modes, roi_start, roi_end)
+  local taps, weights, xo = cached_taps(x:size(d), out_size, out_length, scale, attrs, mode, modes,
+    roi_start, roi_end)
+  local crop = modes.coordinate == "tf_crop_and_resize"
   local in_size = x:size(d)
+  local shape = filled(x:dim(), 1)
+  shape[d] = out_size
+  local y
+  for k = 1, #taps do
+    local term = x:index_select(d, taps[k])
+    if weights[k] then term = term * weights[k]:to(x:dtype()):reshape(table.unpack(shape)) end
+    y = y and y + term or term
+  end
+  if crop then
+    local outside = xo:lt(0):logical_or(xo:gt(in_size - 1))
+    y = tensor.where(outside:reshape(table.unpack(shape)), attrs.extrapolation_value or 0, y)
+  end
+  return y
+end
+
+-- The taps (1-based indices) and weights of one dim over its output
+-- positions, and their source coordinates.
+function resize_taps(in_size, out_size, out_length, scale, attrs, mode, modes, roi_start, roi_end)
   local i = tensor.arange(out_size):to("f64")
   local xo = source_coordinates(modes.coordinate, i, scale, in_size, out_length, roi_start, roi_end)
   local crop = modes.coordinate == "tf_crop_and_resize"
@@ -239,19 +292,7 @@ local function resize_dim(x, d, out_size, out_length, scale, attrs, mode, modes,
       for k = 1, 4 do weights[k] = weights[k] / sum end
     end
   end
-  local shape = filled(x:dim(), 1)
-  shape[d] = out_size
-  local y
-  for k = 1, #taps do
-    local term = x:index_select(d, taps[k])
-    if weights[k] then term = term * weights[k]:to(x:dtype()):reshape(table.unpack(shape)) end
-    y = y and y + term or term
-  end
-  if crop then
-    local outside = xo:lt(0):logical_or(xo:gt(in_size - 1))
-    y = tensor.where(outside:reshape(table.unpack(shape)), attrs.extrapolation_value or 0, y)
-  end
-  return y
+  return taps, weights, xo
 end
 
 -- A scale, size, roi or coefficient as a finite Lua number, or an error
