@@ -249,6 +249,13 @@ local cases = {
   {name = "conv3d taps past the input's end on one side, stride 2",
     x = {1, 2, 4, 3, 5}, w = {2, 2, 2, 3, 2},
     opts = {stride = {2, 1, 2}, dilation = {4, 3, 1}, padding = {{0, 4}, {3, 3}, {0, 1}}}},
+  -- Kept whole: dilation 24's shape scaled down (each tap reads the input
+  -- for some outputs); a 1x1 window under padding past its reach (outputs
+  -- that read nothing hold the bias).
+  {name = "conv2d dilation 6, padding 6 over 8x9, bias", x = {2, 3, 8, 9}, w = {4, 3, 3, 3},
+    bias = true, opts = {dilation = 6, padding = 6}},
+  {name = "conv2d 1x1 with padding 2 (outputs that read nothing), bias", x = {2, 2, 3, 3},
+    w = {3, 2, 1, 1}, bias = true, opts = {padding = 2}},
   -- f32: padding wider than oneDNN's direct kernel takes (it falls back to an
   -- im2col product), so the input is padded before the kernel runs:
   -- symmetric; asymmetric with stride 2; windows that never reach x's last
