@@ -204,11 +204,41 @@ local function cubic_weight(d, a)
   return tensor.where(d:le(1), near, tensor.where(d:lt(2), far, 0.0))
 end
 
--- One dim of a resize: out[i] = sum_k weight[k][i] * x[tap[k][i]] (taps may
--- fall outside: then the weights are renormalized or the extrapolation value
--- used). The taps and weights are f64 tensors over the output positions, so
--- the cost is a few tensor ops whatever out_size is.
-local resize_taps  -- the taps and weights of one dim, below
+-- The taps (1-based indices) and weights of one dim over its output
+-- positions, and their source coordinates.
+local function resize_taps(in_size, out_size, out_length, scale, attrs, mode, modes, roi_start,
+                           roi_end)
+  local i = tensor.arange(out_size):to("f64")
+  local xo = source_coordinates(modes.coordinate, i, scale, in_size, out_length, roi_start, roi_end)
+  local crop = modes.coordinate == "tf_crop_and_resize"
+  local function clamp_index(t) return t:clamp(0, in_size - 1):long() + 1 end
+  local taps, weights = {}, {}
+  if mode == "nearest" then
+    taps[1] = clamp_index(round_half(xo, modes.nearest))
+  elseif mode == "linear" then
+    local clamped = crop and xo or xo:clamp(0, in_size - 1)
+    local j = clamped:floor()
+    local t = clamped - j
+    taps[1], taps[2] = clamp_index(j), clamp_index(j + 1)
+    weights[1], weights[2] = 1 - t, t
+  else
+    local j = xo:floor()
+    local t = xo - j
+    local a = attrs.cubic_coeff_a or -0.75
+    local sum
+    for k = 1, 4 do
+      local p = j + (k - 2)                                   -- taps j-1 .. j+2
+      local w = cubic_weight((t - (k - 2)):abs(), a)
+      if modes.exclude_outside then w = tensor.where(p:lt(0):logical_or(p:ge(in_size)), 0.0, w) end
+      taps[k], weights[k] = clamp_index(p), w
+      sum = sum and sum + w or w
+    end
+    if modes.exclude_outside then
+      for k = 1, 4 do weights[k] = weights[k] / sum end
+    end
+  end
+  return taps, weights, xo
+end
 
 -- Realized taps and weights by their parameters: computed once (a small
 -- graph of its own), then data. Traced into the model's graph they were
@@ -240,6 +270,10 @@ local function cached_taps(in_size, out_size, out_length, scale, attrs, mode, mo
   return entry.taps, entry.weights, entry.xo
 end
 
+-- One dim of a resize: out[i] = sum_k weight[k][i] * x[tap[k][i]] (taps may
+-- fall outside: then the weights are renormalized or the extrapolation value
+-- used). The taps and weights are tensors over the output positions (kept
+-- by cached_taps), so the cost is a few tensor ops whatever out_size is.
 local function resize_dim(x, d, out_size, out_length, scale, attrs, mode, modes, roi_start, roi_end)
   local taps, weights, xo = cached_taps(x:size(d), out_size, out_length, scale, attrs, mode, modes,
     roi_start, roi_end)
@@ -258,41 +292,6 @@ local function resize_dim(x, d, out_size, out_length, scale, attrs, mode, modes,
     y = tensor.where(outside:reshape(table.unpack(shape)), attrs.extrapolation_value or 0, y)
   end
   return y
-end
-
--- The taps (1-based indices) and weights of one dim over its output
--- positions, and their source coordinates.
-function resize_taps(in_size, out_size, out_length, scale, attrs, mode, modes, roi_start, roi_end)
-  local i = tensor.arange(out_size):to("f64")
-  local xo = source_coordinates(modes.coordinate, i, scale, in_size, out_length, roi_start, roi_end)
-  local crop = modes.coordinate == "tf_crop_and_resize"
-  local function clamp_index(t) return t:clamp(0, in_size - 1):long() + 1 end
-  local taps, weights = {}, {}
-  if mode == "nearest" then
-    taps[1] = clamp_index(round_half(xo, modes.nearest))
-  elseif mode == "linear" then
-    local clamped = crop and xo or xo:clamp(0, in_size - 1)
-    local j = clamped:floor()
-    local t = clamped - j
-    taps[1], taps[2] = clamp_index(j), clamp_index(j + 1)
-    weights[1], weights[2] = 1 - t, t
-  else
-    local j = xo:floor()
-    local t = xo - j
-    local a = attrs.cubic_coeff_a or -0.75
-    local sum
-    for k = 1, 4 do
-      local p = j + (k - 2)                                   -- taps j-1 .. j+2
-      local w = cubic_weight((t - (k - 2)):abs(), a)
-      if modes.exclude_outside then w = tensor.where(p:lt(0):logical_or(p:ge(in_size)), 0.0, w) end
-      taps[k], weights[k] = clamp_index(p), w
-      sum = sum and sum + w or w
-    end
-    if modes.exclude_outside then
-      for k = 1, 4 do weights[k] = weights[k] / sum end
-    end
-  end
-  return taps, weights, xo
 end
 
 -- A scale, size, roi or coefficient as a finite Lua number, or an error

@@ -29,8 +29,13 @@
 namespace lazylua::conv_detail {
 namespace {
 
+// The tiles need FMA and AVX2 or AVX-512; a build without them keeps
+// OpenBLAS's products (conv.cpp).
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define LAZYLUA_POINTWISE_TILES 1
+#endif
+
 #if defined(__AVX512F__)
-constexpr bool kVectorKernel = true;
 constexpr int64_t kLanes = 16;
 using Vec = __m512;
 inline Vec load(const float* p) {
@@ -59,8 +64,7 @@ inline Vec load(const float* p, Mask m) {
 inline void store(float* p, Vec v, Mask m) {
   _mm512_mask_storeu_ps(p, m, v);
 }
-#elif defined(__AVX2__) && defined(__FMA__)
-constexpr bool kVectorKernel = true;
+#elif defined(LAZYLUA_POINTWISE_TILES)
 constexpr int64_t kLanes = 8;
 using Vec = __m256;
 inline Vec load(const float* p) {
@@ -89,11 +93,9 @@ inline Vec load(const float* p, Mask m) {
 inline void store(float* p, Vec v, Mask m) {
   _mm256_maskstore_ps(p, m, v);
 }
-#else
-constexpr bool kVectorKernel = false;  // OpenBLAS's products (conv.cpp) instead
-constexpr int64_t kLanes = 8;
 #endif
 
+#ifdef LAZYLUA_POINTWISE_TILES
 // Output rows per register tile, and its positions (two vectors): 12
 // accumulators, 2 loads of x and 6 broadcasts for 12 multiply-adds.
 constexpr int kRows = 6;
@@ -107,11 +109,11 @@ constexpr int64_t kItemColumns = 1024;
 constexpr int64_t kMinItems = 8;
 constexpr int64_t kChunkBytes = 128 << 10;
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-// y rows [R, Vectors * kLanes] = w rows [R, depth] x [depth, same].
+// y rows [R, Vectors * kLanes] = w rows [R, depth] (rows depth apart) x
+// [depth, same].
 template <int R, int Vectors>
-[[gnu::always_inline]] inline void tile(const float* w, int64_t ldw, const float* x, int64_t ldx,
-                                        int64_t depth, float* y, int64_t ldy) {
+[[gnu::always_inline]] inline void tile(const float* w, const float* x, int64_t ldx, int64_t depth,
+                                        float* y, int64_t ldy) {
   Vec sum[R][Vectors];
   for (int r = 0; r < R; r++) {
     for (int v = 0; v < Vectors; v++) sum[r][v] = zero();
@@ -120,7 +122,7 @@ template <int R, int Vectors>
     Vec column[Vectors];
     for (int v = 0; v < Vectors; v++) column[v] = load(x + k * ldx + v * kLanes);
     for (int r = 0; r < R; r++) {
-      const Vec weight = broadcast(w[r * ldw + k]);
+      const Vec weight = broadcast(w[r * depth + k]);
       for (int v = 0; v < Vectors; v++) sum[r][v] = fused(weight, column[v], sum[r][v]);
     }
   }
@@ -132,32 +134,31 @@ template <int R, int Vectors>
 // The last positions of a run, fewer than a vector: the same lanes, masked
 // (the multiply-adds of a lane do not depend on the others).
 template <int R>
-[[gnu::always_inline]] inline void masked_tile(const float* w, int64_t ldw, const float* x,
-                                               int64_t ldx, int64_t depth, float* y, int64_t ldy,
-                                               Mask mask) {
+[[gnu::always_inline]] inline void masked_tile(const float* w, const float* x, int64_t ldx,
+                                               int64_t depth, float* y, int64_t ldy, Mask mask) {
   Vec sum[R];
   for (int r = 0; r < R; r++) sum[r] = zero();
   for (int64_t k = 0; k < depth; k++) {
     const Vec column = load(x + k * ldx, mask);
-    for (int r = 0; r < R; r++) sum[r] = fused(broadcast(w[r * ldw + k]), column, sum[r]);
+    for (int r = 0; r < R; r++) sum[r] = fused(broadcast(w[r * depth + k]), column, sum[r]);
   }
   for (int r = 0; r < R; r++) store(y + r * ldy, sum[r], mask);
 }
 
 // R rows of y over `columns` positions.
 template <int R>
-void rows_of_tiles(const float* w, int64_t ldw, const float* x, int64_t ldx, int64_t depth,
-                   float* y, int64_t ldy, int64_t columns) {
+void rows_of_tiles(const float* w, const float* x, int64_t ldx, int64_t depth, float* y,
+                   int64_t ldy, int64_t columns) {
   int64_t p = 0;
-  for (; p + kTile <= columns; p += kTile) tile<R, 2>(w, ldw, x + p, ldx, depth, y + p, ldy);
-  for (; p + kLanes <= columns; p += kLanes) tile<R, 1>(w, ldw, x + p, ldx, depth, y + p, ldy);
+  for (; p + kTile <= columns; p += kTile) tile<R, 2>(w, x + p, ldx, depth, y + p, ldy);
+  for (; p + kLanes <= columns; p += kLanes) tile<R, 1>(w, x + p, ldx, depth, y + p, ldy);
   if (p < columns) {
-    masked_tile<R>(w, ldw, x + p, ldx, depth, y + p, ldy, first_lanes(columns - p));
+    masked_tile<R>(w, x + p, ldx, depth, y + p, ldy, first_lanes(columns - p));
   }
 }
 
-using RowsFunction = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*,
-                              int64_t, int64_t);
+using RowsFunction = void (*)(const float*, const float*, int64_t, int64_t, float*, int64_t,
+                              int64_t);
 constexpr RowsFunction kRowsOf[kRows + 1] = {nullptr,          rows_of_tiles<1>, rows_of_tiles<2>,
                                              rows_of_tiles<3>, rows_of_tiles<4>, rows_of_tiles<5>,
                                              rows_of_tiles<6>};
@@ -167,11 +168,10 @@ constexpr RowsFunction kRowsOf[kRows + 1] = {nullptr,          rows_of_tiles<1>,
 
 bool pointwise_forward(const ConvGeometry& g, const Array& x_array, const Array& weight,
                        const Array& bias, const Array& y_array, const ConvEpilogue& epilogue) {
-  if (!kVectorKernel || y_array.dtype != DType::f32 || g.groups != 1 || !g.pointwise() ||
-      g.c > kMaxDepth) {
+#ifdef LAZYLUA_POINTWISE_TILES
+  if (y_array.dtype != DType::f32 || g.groups != 1 || !g.pointwise() || g.c > kMaxDepth) {
     return false;
   }
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
   const int64_t depth = g.c, outputs = g.o, plane = g.out_plane();
   const float* x = x_array.data<float>();
   const float* w = weight.data<float>();
@@ -199,8 +199,7 @@ bool pointwise_forward(const ConvGeometry& g, const Array& x_array, const Array&
         const int64_t columns = std::min(chunk, p1 - c0);
         for (int64_t r = r0; r < r1; r += kRows) {
           const int rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-          kRowsOf[rows](w + r * depth, depth, xs + c0, plane, depth, ys + r * plane + c0, plane,
-                        columns);
+          kRowsOf[rows](w + r * depth, xs + c0, plane, depth, ys + r * plane + c0, plane, columns);
         }
         for (int64_t r = r0; r < r1; r++) {  // the rows just written, while in cache
           float* at = ys + r * plane + c0;
@@ -215,7 +214,7 @@ bool pointwise_forward(const ConvGeometry& g, const Array& x_array, const Array&
   });
   return true;
 #else
-  (void)x_array, (void)weight, (void)bias, (void)epilogue;
+  (void)g, (void)x_array, (void)weight, (void)bias, (void)y_array, (void)epilogue;
   return false;
 #endif
 }
