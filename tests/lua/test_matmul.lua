@@ -169,10 +169,12 @@ h.test("A transposed batch operand: X:transpose(2, 3) @ Y", function()
   h.check(tensor.new(X):transpose(2, 3):matmul(tensor.new(Y)), "f32", want, tol(6))
 end)
 
--- Products of at most 8 rows (matmul.cpp's small_rows_product: lazylua's own
--- loop rather than OpenBLAS; 9 rows and more take OpenBLAS again), with
--- remainders of the 64-, 32-, 16- and 8-column blocks and of the 4-row
--- blocks, a transposed A and views with gaps between rows.
+-- Products of at most 8 rows (matmul.cpp's small_rows_product and, for a B
+-- read transposed, small_rows_dot_product: lazylua's own loops rather than
+-- OpenBLAS; 9 rows and more take OpenBLAS again), with remainders of the
+-- 64-, 32-, 16- and 8-column blocks, of the 3-, 4- and 8-column blocks, of
+-- the 4-row blocks and of the 8 lanes over k, a transposed A, a transposed B
+-- and views with gaps between rows.
 local function exact_list(seed, rows, cols)
   -- small integers: every partial sum is exact, so any order of the sums
   -- gives the loop's value bit for bit
@@ -187,7 +189,8 @@ local function exact_list(seed, rows, cols)
   return out
 end
 -- Checks [m, k] x [k, n] on integer inputs, plain, with A read transposed
--- ([k, m] stored) and with gaps between the rows of A and of B.
+-- ([k, m] stored), with B read transposed ([n, k] stored, as nn.Linear keeps
+-- its weight) and with gaps between the rows of A and of B.
 local function check_small_product(m, n, k)
   local seed = m * 10000 + n * 100 + k
   local A, B = exact_list(seed, m, k), exact_list(seed + 1, k, n)
@@ -204,6 +207,15 @@ local function check_small_product(m, n, k)
     for i = 1, m do At[p][i] = A[i][p] end
   end
   check(tensor.new(At):float():t():matmul(tensor.new(B):float()))
+  local Bt = {}
+  for j = 1, n do
+    Bt[j] = {}
+    for p = 1, k do Bt[j][p] = B[p][j] end
+  end
+  check(tensor.new(A):float():matmul(tensor.new(Bt):float():t()))
+  local wide_bt = tensor.zeros(n, k + 6)
+  wide_bt:narrow(2, 4, k):copy_(tensor.new(Bt):float())
+  check(tensor.new(A):float():matmul(wide_bt:narrow(2, 4, k):t()))
   local wide_a = tensor.zeros(m, k + 3)
   wide_a:narrow(2, 2, k):copy_(tensor.new(A):float())
   local wide_b = tensor.zeros(k, n + 5)
@@ -220,7 +232,7 @@ h.test("products of 1 to 9 rows: every column remainder, exact and random", func
   local ok, message = pcall(function()
     for _, m in ipairs({1, 2, 3, 4, 5, 7, 8, 9}) do
       for _, n in ipairs({1, 7, 8, 9, 17, 31, 33, 63, 64, 65, 130}) do
-        for _, k in ipairs({1, 5, 64}) do check_small_product(m, n, k) end
+        for _, k in ipairs({1, 5, 67}) do check_small_product(m, n, k) end
       end
     end
   end)
@@ -231,6 +243,8 @@ h.test("products of 1 to 9 rows: every column remainder, exact and random", func
   for _, m in ipairs({1, 4, 8, 9}) do
     local A, B = h.rand_list(500 + m, {m, 70}, -1, 1), h.rand_list(600 + m, {70, 45}, -1, 1)
     h.check(tensor.new(A):matmul(tensor.new(B)), "f32", h.matmul2(A, B), {rel = 1e-5, abs = 1e-5})
+    h.check(tensor.new(A):matmul(tensor.new(B):t():contiguous():t()), "f32", h.matmul2(A, B),
+            {rel = 1e-5, abs = 1e-5})
   end
 end)
 
@@ -252,6 +266,16 @@ h.test("a small product's bits do not depend on its row and column counts", func
   end
   assert(bits(three_rows) == bits(all:narrow(1, 4, 3)), "rows 4..6 differ from the 8-row product's")
   assert(bits(some_columns) == bits(all:narrow(2, 38, 19)), "columns 38..56 differ from the 200-column product's")
+  -- The same with B read transposed: the weight of a linear layer at batch
+  -- 8, 1000 outputs (OpenBLAS's bits changed with where the threads' bands
+  -- cut these columns).
+  local W = tensor.new(h.rand_list(703, {1000, 1283}, -1, 1))
+  local X = tensor.new(h.rand_list(704, {8, 1283}, -1, 1))
+  local linear = X:matmul(W:t())
+  assert(bits(X:narrow(1, 2, 1):matmul(W:t())) == bits(linear:narrow(1, 2, 1)),
+         "row 2 alone differs from the 8-row product's (B transposed)")
+  assert(bits(X:matmul(W:narrow(1, 500, 37):t())) == bits(linear:narrow(2, 500, 37)),
+         "columns 500..536 differ from the 1000-column product's (B transposed)")
 end)
 
 -- Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty result.
