@@ -35,22 +35,51 @@ std::optional<EpilogueStage> stage_of(const Program& program, int i, int value) 
   return EpilogueStage{kind, value_first, other};
 }
 
+// Who uses each instruction: how many distinct instructions (or program
+// outputs), and the last instruction among them (-1: none, when a program
+// output has no other use).
+struct Uses {
+  std::vector<int> count, last;
+};
+
+// x * sigmoid(x), as PyTorch exports SiLU (ONNX's Sigmoid and Mul): `value`
+// used by exactly a sigmoid and a mul, the sigmoid used only by that mul,
+// of the sigmoid and `value` in either order. Returns the mul; the sigmoid
+// lives inside the mul's kernel unless `materialized` says otherwise.
+std::optional<int> silu_of(const Program& program, const Uses& uses,
+                           const std::vector<bool>& materialized, int value) {
+  if (uses.count[value] != 2 || uses.last[value] < 0) return std::nullopt;
+  const int product = uses.last[value];
+  const Instruction& mul = program.instructions[product];
+  const Instruction& source = program.instructions[value];
+  if (mul.op != Op::binary || static_cast<BinaryOp>(mul.sub_op) != BinaryOp::mul ||
+      mul.dtype != DType::f32 || mul.shape != source.shape) {
+    return std::nullopt;
+  }
+  const int sigmoid = mul.inputs[0] == value ? mul.inputs[1] : mul.inputs[0];
+  if (sigmoid == value || (mul.inputs[0] != value && mul.inputs[1] != value)) return std::nullopt;
+  const Instruction& gate = program.instructions[sigmoid];
+  if (gate.op != Op::unary || static_cast<UnaryOp>(gate.sub_op) != UnaryOp::sigmoid ||
+      gate.inputs[0] != value || gate.dtype != DType::f32 || gate.shape != source.shape ||
+      uses.count[sigmoid] != 1 || uses.last[sigmoid] != product || materialized[sigmoid]) {
+    return std::nullopt;
+  }
+  return product;
+}
+
 }  // namespace
 
 void fold_conv_epilogues(const Program& program, Fusion& fusion) {
   const int count = static_cast<int>(program.instructions.size());
-  // Per instruction: how many distinct instructions (or program outputs)
-  // use it, and the last instruction among them (-1: none, when a program
-  // output has no other use).
-  std::vector<int> uses(count, 0), user(count, -1);
+  Uses uses{std::vector<int>(count, 0), std::vector<int>(count, -1)};
   for (int i = 0; i < count; i++) {
     for (int input : program.instructions[i].inputs) {
-      if (user[input] == i) continue;
-      uses[input]++;
-      user[input] = i;
+      if (uses.last[input] == i) continue;
+      uses.count[input]++;
+      uses.last[input] = i;
     }
   }
-  for (int output : program.outputs) uses[output]++;
+  for (int output : program.outputs) uses.count[output]++;
   // The kernel step that writes each value alone.
   std::vector<int> kernel_of(count, -1);
   for (size_t k = 0; k < fusion.steps.size(); k++) {
@@ -68,12 +97,18 @@ void fold_conv_epilogues(const Program& program, Fusion& fusion) {
     }
     std::vector<EpilogueStage> stages;
     int value = conv;
-    while (uses[value] == 1 && user[value] >= 0 &&
-           static_cast<int>(stages.size()) < ConvEpilogue::kMaxStages) {
-      const std::optional<EpilogueStage> stage = stage_of(program, user[value], value);
+    while (static_cast<int>(stages.size()) < ConvEpilogue::kMaxStages) {
+      std::optional<EpilogueStage> stage;
+      int next = uses.last[value];
+      if (uses.count[value] == 1 && next >= 0) {
+        stage = stage_of(program, next, value);
+      } else if (const std::optional<int> product = silu_of(program, uses, fusion.materialized, value)) {
+        stage = EpilogueStage{ConvEpilogue::Kind::silu, true, -1};
+        next = *product;
+      }
       if (!stage) break;
       stages.push_back(*stage);
-      value = user[value];
+      value = next;
       if (kernel_of[value] >= 0 || fusion.materialized[value]) break;
     }
     // The chain must end at a value a kernel writes alone; the values

@@ -299,11 +299,15 @@ Plan read_plan(const cache::PlanRecord& record, const Program& program, const Bo
       for (int k = 0; k < in.epilogue_size(); k += 3) {
         EpilogueStage stage;
         check(in.epilogue(k) >= 0 &&
-              in.epilogue(k) <= static_cast<int>(ConvEpilogue::Kind::minimum));
+              in.epilogue(k) <= static_cast<int>(ConvEpilogue::Kind::silu));
         stage.kind = static_cast<ConvEpilogue::Kind>(in.epilogue(k));
         stage.value_first = in.epilogue(k + 1) != 0;
         stage.operand = in.epilogue(k + 2);
-        if (stage.kind != ConvEpilogue::Kind::relu && stage.operand >= 0) {
+        const bool has_operand =
+            stage.kind == ConvEpilogue::Kind::maximum || stage.kind == ConvEpilogue::Kind::minimum;
+        if (!has_operand) {
+          check(stage.operand == -1);  // relu, silu
+        } else if (stage.operand >= 0) {
           check(stage.operand == inputs + operands);
           operands++;
         } else {

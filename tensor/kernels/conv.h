@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../array.h"
+#include "elementwise.h"
 
 namespace lazylua {
 
@@ -47,11 +48,13 @@ struct ConvWindow {
 // What a compiled plan has a convolution apply to each value it writes, in
 // the same pass (docs/architecture.md, "Epilogues"): up to two of relu,
 // maximum and minimum with a scalar, the clamps that follow convolutions in
-// image models (ReLU, ReLU6 as ONNX's Clip). Each stage computes exactly
-// what the elementwise op computes (elementwise_binary.cpp, NaN wins, the
-// operands in the graph's order), so a fused plan gives the eager bits.
+// image models (ReLU, ReLU6 as ONNX's Clip), and silu, x * sigmoid(x)
+// (EfficientNet's activation, ONNX's Sigmoid and Mul). Each stage computes
+// exactly what the elementwise ops compute (elementwise_binary.cpp, NaN
+// wins, the operands in the graph's order; kernel_math.h's sigmoid), so a
+// fused plan gives the eager bits.
 struct ConvEpilogue {
-  enum class Kind : uint8_t { relu, maximum, minimum };
+  enum class Kind : uint8_t { relu, maximum, minimum, silu };
   struct Stage {
     Kind kind = Kind::relu;
     bool value_first = true;  // maximum, minimum: the convolution's value is operand a
@@ -119,6 +122,8 @@ struct ConvEpilogue {
       const T other = static_cast<T>(stage.operand);
       if (stage.kind == Kind::relu) {
         for (int64_t i = 0; i < n; i++) values[i] = relu(values[i]);
+      } else if (stage.kind == Kind::silu) {
+        silu_in_place(values, n);
       } else if (stage.kind == Kind::maximum && stage.value_first) {
         for (int64_t i = 0; i < n; i++) values[i] = pick_first(values[i] > other, values[i], other);
       } else if (stage.kind == Kind::maximum) {

@@ -56,6 +56,12 @@ void binary_kernel(BinaryOp op, const Array& a, const Array& b, const Array& out
 // broadcast to out.shape.
 void where_kernel(const Array& cond, const Array& a, const Array& b, const Array& out);
 
+// values[i] * sigmoid(values[i]) in place (SiLU), a convolution's epilogue
+// (conv.h): the bits of unary_kernel's sigmoid and then binary_kernel's mul,
+// in either operand order (a product's bits do not depend on it).
+void silu_in_place(float* values, int64_t n);
+void silu_in_place(double* values, int64_t n);
+
 // out = clamp(in, lo, hi) with optional bounds (a NaN bound makes every
 // float result NaN, as PyTorch; integer tensors never get one).
 // Same dtype in and out; bounds are converted to it: for floats by

@@ -378,4 +378,11 @@ void clamp_kernel(const Array& in, bool has_low, double low, bool has_high, doub
   fail("clamp: not supported for bool tensors");
 }
 
+void silu_in_place(float* values, int64_t n) {
+  for (int64_t i = 0; i < n; i++) values[i] = values[i] * ll_sigmoidf(values[i]);
+}
+void silu_in_place(double* values, int64_t n) {
+  for (int64_t i = 0; i < n; i++) values[i] = values[i] * ll_sigmoid(values[i]);
+}
+
 }  // namespace lazylua

@@ -1,6 +1,6 @@
--- test_conv_epilogue.lua - a compiled plan folds the ReLU or Clip after a
--- convolution into it (compiler/conv_epilogue.h): the convolution clamps
--- each block it writes. The folded plan must give the bits of the ops run
+-- test_conv_epilogue.lua - a compiled plan folds the ReLU, Clip or SiLU
+-- after a convolution into it (compiler/conv_epilogue.h): the convolution
+-- applies them to each block it writes. The folded plan must give the bits of the ops run
 -- one by one in eager mode, on every path a convolution takes (a 1x1 as one
 -- product per sample or over several samples, oneDNN's direct and depthwise
 -- kernels, the column and depthwise kernels of our own), with NaN, infinity
@@ -29,6 +29,9 @@ local function clip(low, high)
   end
 end
 local function relu(y) return y:relu() end
+-- SiLU as PyTorch exports it (ONNX's Sigmoid and Mul), in both orders.
+local function silu(y) return y * y:sigmoid() end
+local function silu_gate_first(y) return y:sigmoid() * y end
 
 -- Each case: input and weight shapes, options, the clamp chain.
 local cases = {
@@ -49,6 +52,18 @@ local cases = {
    chain = function(y) return y:minimum(2):maximum(-2) end},
   {name = "one-channel input, ReLU then Clip", x = {4, 1, 10, 10}, w = {8, 1, 3, 3},
    chain = function(y) return clip(0, 1)(y:relu()) end},
+  {name = "1x1 of 8 channels (own pointwise kernel), SiLU", x = {2, 8, 40, 40}, w = {16, 8, 1, 1},
+   chain = silu},
+  {name = "1x1 over several samples per product, SiLU, the sigmoid first", x = {8, 80, 5, 5},
+   w = {24, 80, 1, 1}, chain = silu_gate_first},
+  {name = "3x3 on oneDNN, SiLU", x = {2, 8, 12, 12}, w = {16, 8, 3, 3}, options = {padding = 1},
+   chain = silu},
+  {name = "depthwise (own kernel), SiLU then Clip", x = {2, 4, 9, 9}, w = {8, 1, 3, 3},
+   options = {groups = 4}, chain = function(y) return clip(-0.25, 2)(silu(y)) end},
+  {name = "Clip then SiLU", x = {2, 3, 10, 10}, w = {5, 3, 3, 3},
+   chain = function(y) return silu_gate_first(clip(-2, 2)(y)) end},
+  {name = "SiLU whose input is used a third time (not folded)", x = {2, 3, 6, 6}, w = {4, 3, 1, 1},
+   chain = function(y) return silu(y) + y end},
   {name = "integer bounds (not folded)", x = {2, 3, 6, 6}, w = {4, 3, 1, 1},
    chain = function(y) return y:maximum(tensor.full({}, 0)):minimum(tensor.full({}, 1)) end},
 }
@@ -115,6 +130,9 @@ if not mode_is_eager then
     report = kernel_names(function() return tensor.conv2d(x, w, b):relu() end)
     assert(report:find("conv2d%+relu"), report)
     assert(not report:find("%s%s+relu"), report)
+    report = kernel_names(function() return silu(tensor.conv2d(x, w, b)) end)
+    assert(report:find("conv2d%+sigmoid%+mul"), report)
+    assert(not report:find("%s%s+sigmoid"), report)
   end)
   h.test("a convolution used twice keeps its clamp kernel", function()
     local report = kernel_names(function()
@@ -122,6 +140,13 @@ if not mode_is_eager then
       return y:relu() + y
     end)
     assert(report:find("relu"), report)
+    -- The sigmoid is an output too: it keeps a kernel of its own.
+    report = kernel_names(function()
+      local y = tensor.conv2d(x, w, b)
+      local gate = y:sigmoid()
+      return y * gate, gate
+    end)
+    assert(report:find("%s%ssigmoid"), report)
   end)
   h.test("f64 convolutions are not folded", function()
     local x64, w64 = x:double(), w:double()
