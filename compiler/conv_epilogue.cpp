@@ -102,7 +102,8 @@ void fold_conv_epilogues(const Program& program, Fusion& fusion) {
       int next = uses.last[value];
       if (uses.count[value] == 1 && next >= 0) {
         stage = stage_of(program, next, value);
-      } else if (const std::optional<int> product = silu_of(program, uses, fusion.materialized, value)) {
+      } else if (const std::optional<int> product =
+                     silu_of(program, uses, fusion.materialized, value)) {
         stage = EpilogueStage{ConvEpilogue::Kind::silu, true, -1};
         next = *product;
       }

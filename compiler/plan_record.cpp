@@ -298,8 +298,7 @@ Plan read_plan(const cache::PlanRecord& record, const Program& program, const Bo
             (step.kind == Step::Kind::library && computed.op == Op::conv));
       for (int k = 0; k < in.epilogue_size(); k += 3) {
         EpilogueStage stage;
-        check(in.epilogue(k) >= 0 &&
-              in.epilogue(k) <= static_cast<int>(ConvEpilogue::Kind::silu));
+        check(in.epilogue(k) >= 0 && in.epilogue(k) <= static_cast<int>(ConvEpilogue::Kind::silu));
         stage.kind = static_cast<ConvEpilogue::Kind>(in.epilogue(k));
         stage.value_first = in.epilogue(k + 1) != 0;
         stage.operand = in.epilogue(k + 2);
