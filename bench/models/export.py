@@ -1,12 +1,14 @@
 """export.py - the model suite's files, written by PyTorch (nothing downloaded).
 
     /usr/bin/python3 export.py OUT_DIR [--models a,b] [--size PIXELS] [--batches 1,8]
-                                       [--opsets 13,17]
+                                       [--opsets 13,17] [--f64]
 
 For each model: NAME_opOPSET.onnx (torch.onnx.export with do_constant_folding and a
 dynamic batch), NAME.pt (the state dict run_torch.py loads), NAME_xB.npy (a random input
 at batch B) and NAME_yB.npy (PyTorch's output for it, in eval mode). resnet18 also gets
-resnet18_t8.npy, the class targets of the training step. A file already in OUT_DIR is
+resnet18_t8.npy, the class targets of the training step. With --f64, NAME_f64_yB.npy too:
+the output of the same model and input in float64, the reference that tells how far f32
+rounding alone takes each runner (PyTorch's f32 run included). A file already in OUT_DIR is
 kept (each is written under a temporary name, then renamed, so an interrupted export
 leaves no partial file behind).
 
@@ -17,6 +19,7 @@ about 1e-9 and 1e-14. torchvision zero-initializes ViT's head (every output woul
 it gets normal(0, 0.02) weights.
 """
 import argparse
+import copy
 import os
 import sys
 
@@ -136,18 +139,23 @@ def save_npy(path, array):
     write_atomically(path, write)
 
 
-def export(name, out_dir, pixels, batches, opsets):
+def export(name, out_dir, pixels, batches, opsets, f64):
     shape = input_shape(name, pixels)
     path = lambda suffix: os.path.join(out_dir, name + suffix)
     wanted = [path(".pt")] + [path(f"_op{o}.onnx") for o in opsets]
     wanted += [path(f"_x{b}.npy") for b in batches] + [path(f"_y{b}.npy") for b in batches]
+    if f64:
+        wanted += [path(f"_f64_y{b}.npy") for b in batches]
     if name == "resnet18":
         wanted.append(path("_t8.npy"))
     if all(os.path.exists(p) for p in wanted):
         return
     model = build(name)
-    calibrate(model, shape)
-    if not os.path.exists(path(".pt")):
+    if os.path.exists(path(".pt")):  # the weights the other files were made with
+        model.load_state_dict(torch.load(path(".pt")))
+        model.eval()
+    else:
+        calibrate(model, shape)
         write_atomically(path(".pt"), lambda p: torch.save(model.state_dict(), p))
     for batch in batches:
         x = sample_input(shape, batch)
@@ -156,6 +164,13 @@ def export(name, out_dir, pixels, batches, opsets):
         if not os.path.exists(path(f"_y{batch}.npy")):
             with torch.no_grad():
                 save_npy(path(f"_y{batch}.npy"), model(x).numpy())
+    if f64 and not all(os.path.exists(path(f"_f64_y{b}.npy")) for b in batches):
+        model64 = copy.deepcopy(model).double()
+        for batch in batches:
+            x = sample_input(shape, batch)
+            if not os.path.exists(path(f"_f64_y{batch}.npy")):
+                with torch.no_grad():
+                    save_npy(path(f"_f64_y{batch}.npy"), model64(x.double()).numpy())
     if name == "resnet18" and not os.path.exists(path("_t8.npy")):
         save_npy(path("_t8.npy"), training_targets(8).numpy())
     for opset in opsets:
@@ -181,13 +196,15 @@ def main():
                         help="image side for the CNNs (default: 224, DeepLabV3 256)")
     parser.add_argument("--batches", type=integer_list, default=[1, 8])
     parser.add_argument("--opsets", type=integer_list, default=[13, 17])
+    parser.add_argument("--f64", action="store_true",
+                        help="also write each output computed in float64 (NAME_f64_yB.npy)")
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(2)
     for name in args.models.split(","):
         if name not in MODELS:
             sys.exit(f"export: unknown model '{name}' (known: {', '.join(MODELS)})")
-        export(name, args.out_dir, args.size, args.batches, args.opsets)
+        export(name, args.out_dir, args.size, args.batches, args.opsets, args.f64)
 
 
 if __name__ == "__main__":

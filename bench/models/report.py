@@ -8,7 +8,9 @@ ORT's shows how far f32 rounding alone takes a model from PyTorch's), the steady
 per call of the three and the ratios lazylua/PyTorch and lazylua/ORT (below 1: lazylua is
 faster), each one's peak RSS (the larger of the two batches), the call from which lazylua
 ran native code only and the seconds from onnx.load to the end of that call (empty
-cache), and the errors. Then the geometric means of the ratios and the training step.
+cache), and the errors. Then the geometric means of the ratios, each runner's match
+against PyTorch's float64 run of the model (when export.py wrote one) and the training
+step.
 """
 import json
 import math
@@ -125,6 +127,30 @@ def main():
             else:
                 parts.append(f"b{b} —")
         print(f"geometric mean of lazylua/{name} steady time: " + ", ".join(parts))
+
+    # Each runner against PyTorch's float64 run of the same model (export.py --f64): a
+    # model whose PyTorch f32 output is itself far from it is one where f32 rounding
+    # alone decides the match above.
+    exact_rows = []
+    for model in models:
+        for opset in opsets:
+            cells = []
+            for who in ("lazylua", "torch", "ort"):
+                values = []
+                for b in batches:
+                    r = find(who, model, b, None if who == "torch" else opset)
+                    values.append(r.get("match_f64") if "error" not in r else None)
+                cells.append(pair(values, lambda v: f"{v:.1e}"))
+            if any(cell.replace("—", "").replace("/", "").strip() for cell in cells):
+                exact_rows.append([model, str(opset)] + cells)
+    if exact_rows:
+        print()
+        print(f"| model | opset | lazylua vs f64 {per_batch} | PyTorch f32 vs f64 {per_batch} "
+              f"| ORT vs f64 {per_batch} |")
+        print("|---|---|---|---|---|")
+        for row in exact_rows:
+            print("| " + " | ".join(row) + " |")
+        print()
 
     training = {r["runner"]: r for r in results if r.get("mode") == "train"}
     if training:

@@ -91,7 +91,7 @@ lazylua_run() {  # MODE NAME OPSET BATCH: on an empty cache
 exported() {
   local file
   for file in "$1.pt" $(for o in $OPSETS; do echo "$1_op$o.onnx"; done) \
-      $(for b in ${batches_list//,/ }; do echo "$1_x$b.npy $1_y$b.npy"; done); do
+      $(for b in ${batches_list//,/ }; do echo "$1_x$b.npy $1_y$b.npy $1_f64_y$b.npy"; done); do
     [ -f "$WORK/$file" ] || return 1
   done
   if [ "$1" = resnet18 ] && [ ! -f "$WORK/resnet18_t8.npy" ]; then return 1; fi
@@ -104,7 +104,7 @@ for entry in "${models[@]}"; do
   if ! exported "$model"; then
     echo "run.sh: $(date +%T) exporting $model" >&2
     timeout "$RUN_TIMEOUT" "$PYTHON" "$HERE/export.py" "$WORK" --models "$model" \
-      --opsets "$opsets_list" --batches "$batches_list" 2>"$SCRATCH/export.err"
+      --opsets "$opsets_list" --batches "$batches_list" --f64 2>"$SCRATCH/export.err"
     status=$?
     if [ $status != 0 ]; then
       reason="exit status $status"

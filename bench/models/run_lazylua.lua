@@ -114,6 +114,14 @@ local function infer()
   result.max_abs_diff = (first - expected):abs():max():item()
   result.output_scale = expected:abs():max():item()
   result.match = result.max_abs_diff / result.output_scale
+  -- Against PyTorch's float64 run of the same model (export.py --f64), when there is one.
+  local exact_path = file("_f64_y" .. batch .. ".npy")
+  local exact_file = io.open(exact_path, "rb")
+  if exact_file then
+    exact_file:close()
+    local exact = tensor.load_npy(exact_path)
+    result.match_f64 = (first:double() - exact):abs():max():item() / exact:abs():max():item()
+  end
 end
 
 local function train()

@@ -17,8 +17,8 @@ const ort = require('onnxruntime-node');
 const MAX_CALLS = 200, MIN_CALLS = 3, STEADY_CALLS = 5;
 
 // A .npy file of little-endian f4 or f8 in C order (what export.py writes), as
-// {shape, data: Float32Array}.
-function readNpy(file) {
+// {shape, data: Float32Array}, or Float64Array with `double` (a float64 reference).
+function readNpy(file, double) {
   const bytes = fs.readFileSync(file);
   if (bytes.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
   const major = bytes[6];
@@ -31,7 +31,7 @@ function readNpy(file) {
     .map(Number);
   const start = headerStart + headerLength;
   const count = shape.reduce((a, b) => a * b, 1);
-  const data = new Float32Array(count);
+  const data = double ? new Float64Array(count) : new Float32Array(count);
   if (descr === '<f4') {
     for (let i = 0; i < count; i++) data[i] = bytes.readFloatLE(start + 4 * i);
   } else if (descr === '<f8') {
@@ -93,6 +93,16 @@ async function main() {
     result.max_abs_diff = diff;
     result.output_scale = scale;
     result.match = diff / scale;
+    // Against PyTorch's float64 run of the same model (export.py --f64), when there is one.
+    if (fs.existsSync(file(`_f64_y${batch}.npy`))) {
+      const exact = readNpy(file(`_f64_y${batch}.npy`), true);
+      let diff64 = 0, scale64 = 0;
+      for (let i = 0; i < first.data.length; i++) {
+        diff64 = Math.max(diff64, Math.abs(first.data[i] - exact.data[i]));
+        scale64 = Math.max(scale64, Math.abs(exact.data[i]));
+      }
+      result.match_f64 = diff64 / scale64;
+    }
   } catch (error) {
     result.error = String(error && error.message || error);
   }

@@ -77,6 +77,11 @@ def main():
             result["max_abs_diff"] = (outputs[0] - expected).abs().max().item()
             result["output_scale"] = expected.abs().max().item()
             result["match"] = result["max_abs_diff"] / result["output_scale"]
+            # Against its own float64 run (export.py --f64), when there is one.
+            if os.path.exists(path(f"_f64_y{batch}.npy")):
+                exact = torch.from_numpy(np.load(path(f"_f64_y{batch}.npy")))
+                result["match_f64"] = ((outputs[0].double() - exact).abs().max().item()
+                                       / exact.abs().max().item())
         else:
             targets = torch.from_numpy(np.load(path(f"_t{batch}.npy")))
             criterion = torch.nn.CrossEntropyLoss()
