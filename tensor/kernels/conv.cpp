@@ -598,12 +598,7 @@ void conv_kernel(const Array& x, const Array& weight, const Array& bias, const C
   const ConvGeometry g = conv_detail::conv_geometry(x.shape, weight.shape, y.shape, window);
   if (conv_detail::onednn_forward(g, window.rank, x, weight, bias, y, epilogue)) return;
   if (conv_detail::pointwise_forward(g, x, weight, bias, y, epilogue)) return;
-  if (g.depthwise()) {
-    // The direct depthwise kernels (channel multipliers, shapes oneDNN
-    // does not take) take no epilogue: a pass of its own, the same values.
-    conv_detail::depthwise_forward(g, x, weight, bias, y);
-    return epilogue.apply(y);
-  }
+  if (g.depthwise()) return conv_detail::depthwise_forward(g, x, weight, bias, y, epilogue);
   if (y.dtype == DType::f64) return forward<double>(g, x, weight, bias, y, epilogue);
   forward<float>(g, x, weight, bias, y, epilogue);
 }

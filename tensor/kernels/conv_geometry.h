@@ -109,9 +109,10 @@ bool onednn_grad_weight(const ConvGeometry& g, int rank, const Array& grad_y, co
 bool pointwise_forward(const ConvGeometry& g, const Array& x, const Array& weight,
                        const Array& bias, const Array& y, const ConvEpilogue& epilogue);
 
-// Direct kernels for depthwise convolutions (conv_depthwise.cpp).
+// Direct kernels for depthwise convolutions (conv_depthwise.cpp); the
+// forward one applies the epilogue to each output plane it writes.
 void depthwise_forward(const ConvGeometry& g, const Array& x, const Array& weight,
-                       const Array& bias, const Array& y);
+                       const Array& bias, const Array& y, const ConvEpilogue& epilogue);
 void depthwise_grad_input(const ConvGeometry& g, const Array& grad_y, const Array& weight,
                           const Array& bias, const Array& grad_x);
 void depthwise_grad_weight(const ConvGeometry& g, const Array& grad_y, const Array& x,

@@ -54,6 +54,20 @@ inline Vec<float> fma(Vec<float> a, Vec<float> b, Vec<float> c) {
   return a * b + c;
 #endif
 }
+inline Vec<double> fma(Vec<double> a, Vec<double> b, Vec<double> c) {
+#if defined(__FMA__)
+  return __builtin_ia32_vfmaddpd256(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+inline double fma(double a, double b, double c) {
+#if defined(__FMA__)
+  return __builtin_fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 inline float fma(float a, float b, float c) {
 #if defined(__FMA__)
   return __builtin_fmaf(a, b, c);
