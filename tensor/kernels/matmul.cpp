@@ -260,6 +260,10 @@ void small_rows_dot_columns(int64_t m, int64_t first, int64_t last, int64_t k, c
 // costs a wake-up of the pool (a few microseconds).
 constexpr double kParallelGemmWork = 1 << 20;
 
+// Multiply-adds of one thread's share of a batch of products too small to
+// cut (attention's heads): each product whole, several to a task.
+constexpr double kParallelBatchWork = 1 << 18;
+
 // Multiply-adds of one BLAS call above which a band is cut into sub-bands,
 // with check_interrupt() (../interrupt.h) between them: a BLAS call cannot
 // be stopped, and one thread's half of a 3000^3 product ran 0.5 s on a
@@ -371,12 +375,20 @@ void blas_matmul(const Array& a_in, const Array& b_in, const Array& out) {
          view_b.ld, c_data, n);
     return;
   }
-  for (int64_t batch = 0; batch < batches; ++batch) {
-    gemm(is_double, view_a.transpose, view_b.transpose, m, n, k,
-         a_data + batch * batch_stride_a * element_size, view_a.ld,
-         b_data + batch * batch_stride_b * element_size, view_b.ld,
-         c_data + batch * m * n * element_size, n);
-  }
+  // Products too small to cut run whole, several at once on the threads
+  // (attention's heads); larger ones one after another, each cut in bands.
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const auto grain = static_cast<int64_t>(std::ceil(kParallelBatchWork / std::max(work, 1.0)));
+  auto products = [&](int64_t first, int64_t last) {
+    for (int64_t batch = first; batch < last; ++batch) {
+      gemm(is_double, view_a.transpose, view_b.transpose, m, n, k,
+           a_data + batch * batch_stride_a * element_size, view_a.ld,
+           b_data + batch * batch_stride_b * element_size, view_b.ld,
+           c_data + batch * m * n * element_size, n);
+    }
+  };
+  if (work < kParallelGemmWork && batches > grain) return parallel_for(batches, grain, products);
+  products(0, batches);
 }
 
 // Integer products wrap (computed in the unsigned type of the same width);

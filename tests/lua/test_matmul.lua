@@ -278,6 +278,35 @@ h.test("a small product's bits do not depend on its row and column counts", func
          "columns 500..536 differ from the 1000-column product's (B transposed)")
 end)
 
+-- A batch of products too small to cut runs several products to a task on
+-- the threads (matmul.cpp, blas_matmul): every product exact, and each one's
+-- bits those of the same product alone, with B plain or read transposed.
+h.test("a batch of small products on the threads", function()
+  for _, shape in ipairs({{600, 8, 8, 8}, {40, 64, 32, 64}, {9, 96, 32, 40}}) do
+    local batches, m, k, n = table.unpack(shape)
+    local A, B = {}, {}
+    for i = 1, batches do
+      A[i] = exact_list(i * 7 + m, m, k)
+      B[i] = exact_list(i * 13 + n, k, n)
+    end
+    local a, b = tensor.new(A):float(), tensor.new(B):float()
+    local product = a:matmul(b)
+    local transposed = a:matmul(b:transpose(2, 3):contiguous():transpose(2, 3))
+    for _, i in ipairs({1, batches // 2, batches}) do
+      local want = h.matmul2(A[i], B[i])
+      h.check(product:narrow(1, i, 1):squeeze(1), "f32", want, h.EXACT)
+      h.check(transposed:narrow(1, i, 1):squeeze(1), "f32", want, h.EXACT)
+    end
+  end
+  local a = tensor.new(h.rand_list(801, {300, 16, 24}, -1, 1))
+  local b = tensor.new(h.rand_list(802, {300, 24, 20}, -1, 1))
+  local all = a:matmul(b)
+  for _, i in ipairs({1, 150, 300}) do
+    local alone = a:narrow(1, i, 1):matmul(b:narrow(1, i, 1))
+    assert(all:narrow(1, i, 1):eq(alone):all():item(), "product " .. i .. " differs from itself alone")
+  end
+end)
+
 -- Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty result.
 h.test("Degenerate sizes: k = 0 gives zeros, n = 0 gives an empty...", function()
   h.check(tensor.zeros(2, 0):matmul(tensor.zeros(0, 3)), "f32", {{0, 0, 0}, {0, 0, 0}})
