@@ -19,6 +19,12 @@ const char* kernel_math_source() {
   return kKernelMathSource;
 }
 
+const std::string& common_source_text() {
+  static const std::string* text =
+      new std::string(std::string(codegen_prelude()) + kKernelMathSource);
+  return *text;
+}
+
 KernelWriter::KernelWriter(const Program& program, const std::vector<int>& slot_of,
                            const std::vector<Layout>& layouts, Plan& plan, std::string name_prefix)
     : program_(program),
@@ -852,7 +858,7 @@ Plan generate_plan(const Program& program, const Fusion& fusion, const std::vect
   }
   for (int output : program.outputs) plan.outputs.push_back(slot_of[output]);
   if (standalone && plan.kernel_count > 0) {
-    plan.source = std::string(codegen_prelude()) + kernel_math_source() + plan.source;
+    plan.source = common_source_text() + plan.source;
   }
   plan.summary =
       fmt::format("{} steps, {} kernels ({} functions): {}", plan.steps.size(), plan.kernel_count,

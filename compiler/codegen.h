@@ -62,4 +62,9 @@ int64_t reduce_partial_count(int64_t total);
 // kernels call (ll_expf ...). Pasted into every source with kernels.
 const char* kernel_math_source();
 
+// The text every standalone source starts with: codegen_prelude() (codegen_c.h)
+// and kernel_math_source(). The disk cache compiles it once per toolchain
+// (precompiled_header.h).
+const std::string& common_source_text();
+
 }  // namespace lazylua::compiler

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/cache_entry.pb.h"
+#include "compiler/precompiled_header.h"
 
 namespace lazylua::compiler {
 
@@ -366,12 +367,16 @@ std::shared_ptr<Library> DiskCache::build(uint64_t key, const std::string& sourc
     std::string temporary_object = unique_temp_path(object_file);
     std::string temporary_source = temporary_object + ".c";
     std::string write_error;
-    if (!write_new_file(temporary_source, source + key_definition(key), &write_error)) {
+    bool written = false;
+    // Through the directory's precompiled common header when it can.
+    bool compiled = compile_generated_source(tool, source + key_definition(key), directory_,
+                                             temporary_source, temporary_object, error, &written);
+    unlink(temporary_source.c_str());
+    if (!written) {
       // The directory went away or filled up since we checked: still run.
+      unlink(temporary_object.c_str());
       return build_in_private_directory(tool, source, error);
     }
-    bool compiled = compile_shared_object(tool, temporary_source, temporary_object, error);
-    unlink(temporary_source.c_str());
     std::string object;
     std::shared_ptr<Library> library;
     if (compiled && read_file(temporary_object, &object, error)) {

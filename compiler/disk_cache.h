@@ -20,6 +20,9 @@
 // and FNV-1a checksum. The identity hash covers the toolchain identity and
 // lazylua_build_identity(), so another compiler or another lazylua build
 // uses other files, and never runs a plan this build did not make.
+// Beside the entries: common-<16 hex>.h and .h.gch, the text every generated
+// source starts with and its precompiled form, through which build()
+// compiles (precompiled_header.h); they are not entries (no size bound).
 //
 // Safety rules:
 // - Every file is written under a unique temporary name and renamed into

@@ -576,18 +576,12 @@ namespace {
 // kernels saves: a kernel costs ~25 ms at -O2 (resnet18's 36 took 0.9 s).
 constexpr size_t kMinimumKernelsPerPart = 8;
 
-// One run of the compiler: `source_path` to a shared object, or with
-// object_only to an object file for a later link.
-bool compile_one(const Toolchain& tool, const std::string& source_path,
-                 const std::string& output_path, bool object_only, std::string* error) {
+}  // namespace
+
+bool run_compiler(const Toolchain& tool, const std::vector<std::string>& arguments,
+                  const std::string& stdin_path, std::string* error) {
   std::vector<std::string> argv = tool.command;
-  argv.insert(argv.end(), tool.flags.begin(), tool.flags.end());
-  if (object_only) argv.push_back("-c");
-  // "-x c -": the source comes on stdin, so its file name does not end up
-  // in the object (GCC records it in the symbol table).
-  for (const char* word : {"-x", "c", "-", "-o"}) argv.push_back(word);
-  argv.push_back(output_path);
-  if (!object_only) argv.push_back("-lm");
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
   // LAZYLUA_DEBUG=3 shows the generated C (native_executor.cpp) and how
   // it is compiled, so a user can rerun the command by hand.
   static const int debug_level = [] {
@@ -597,13 +591,33 @@ bool compile_one(const Toolchain& tool, const std::string& source_path,
   if (debug_level >= 3) {
     std::string line = "[lazylua] compile:";
     for (const std::string& word : argv) line += " " + word;
-    std::fprintf(stderr, "%s < %s\n", line.c_str(), source_path.c_str());
+    std::fprintf(stderr, "%s < %s\n", line.c_str(),
+                 stdin_path.empty() ? "/dev/null" : stdin_path.c_str());
   }
-  ProcessOutcome outcome = run_process(argv, source_path);
+  ProcessOutcome outcome = run_process(argv, stdin_path);
   if (outcome.succeeded) return true;
   *error = outcome.failure;
   if (!outcome.output.empty()) *error += ":\n" + outcome.output;
   return false;
+}
+
+namespace {
+
+// One run of the compiler: `source_path` to a shared object, or with
+// object_only to an object file for a later link.
+bool compile_one(const Toolchain& tool, const std::string& source_path,
+                 const std::string& output_path, bool object_only,
+                 const std::string& include_header, std::string* error) {
+  std::vector<std::string> arguments = tool.flags;
+  if (object_only) arguments.push_back("-c");
+  if (!include_header.empty()) {
+    arguments.insert(arguments.end(), {"-Werror=invalid-pch", "-include", include_header});
+  }
+  // "-x c -": the source comes on stdin, so its file name does not end up
+  // in the object (GCC records it in the symbol table).
+  arguments.insert(arguments.end(), {"-x", "c", "-", "-o", output_path});
+  if (!object_only) arguments.push_back("-lm");
+  return run_compiler(tool, arguments, source_path, error);
 }
 
 // The parts of a split source: each compiled to an object at once (part 0
@@ -613,7 +627,7 @@ bool compile_one(const Toolchain& tool, const std::string& source_path,
 // removed here whatever happens).
 bool compile_parts(const Toolchain& tool, const std::vector<std::string>& parts,
                    const std::string& source_path, const std::string& output_path,
-                   std::string* error) {
+                   const std::string& include_header, std::string* error) {
   const size_t count = parts.size();
   std::vector<std::string> sources(count), objects(count), errors(count);
   std::vector<char> compiled(count, 0);
@@ -639,7 +653,7 @@ bool compile_parts(const Toolchain& tool, const std::vector<std::string>& parts,
   auto compile_part = [&](size_t k) noexcept {
     try {
       InterruptScope scope(flag);
-      compiled[k] = compile_one(tool, sources[k], objects[k], true, &errors[k]);
+      compiled[k] = compile_one(tool, sources[k], objects[k], true, include_header, &errors[k]);
     } catch (const std::exception& exception) {
       errors[k] = exception.what();
     }
@@ -659,18 +673,12 @@ bool compile_parts(const Toolchain& tool, const std::vector<std::string>& parts,
       return false;
     }
   }
-  std::vector<std::string> argv = tool.command;
-  argv.insert(argv.end(), tool.flags.begin(), tool.flags.end());
-  argv.insert(argv.end(), objects.begin(), objects.end());
-  for (const std::string& word : {std::string("-o"), output_path, std::string("-lm")}) {
-    argv.push_back(word);
-  }
-  ProcessOutcome outcome = run_process(argv, "");
+  std::vector<std::string> arguments = tool.flags;
+  arguments.insert(arguments.end(), objects.begin(), objects.end());
+  arguments.insert(arguments.end(), {"-o", output_path, "-lm"});
+  const bool linked = run_compiler(tool, arguments, "", error);
   remove_parts();
-  if (outcome.succeeded) return true;
-  *error = outcome.failure;
-  if (!outcome.output.empty()) *error += ":\n" + outcome.output;
-  return false;
+  return linked;
 }
 
 }  // namespace
@@ -722,13 +730,16 @@ std::vector<std::string> split_source(const std::string& source, int parallelism
 }
 
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
-                           const std::string& output_path, std::string* error) {
+                           const std::string& output_path, std::string* error,
+                           const std::string& include_header) {
   try {
     std::string source, ignored;
     std::vector<std::string> parts;
     if (read_file(source_path, &source, &ignored)) parts = split_source(source, thread_count());
-    if (parts.size() > 1) return compile_parts(tool, parts, source_path, output_path, error);
-    return compile_one(tool, source_path, output_path, false, error);
+    if (parts.size() > 1) {
+      return compile_parts(tool, parts, source_path, output_path, include_header, error);
+    }
+    return compile_one(tool, source_path, output_path, false, include_header, error);
   } catch (const std::exception& exception) {
     *error = exception.what();
     return false;

@@ -118,8 +118,20 @@ std::shared_ptr<Library> load(const std::string& so_path, std::string* error);
 // compiler's process group is stopped within ~10 ms and this fails with the
 // error "interrupted"; the callers below then remove their files as after
 // any other failure.
+// include_header (a path, or ""): each compiler gets `-include` it, and
+// -Werror=invalid-pch, so that a precompiled header beside it (.gch) that GCC
+// finds but cannot use fails the compile rather than being parsed as text
+// (precompiled_header.h, whose callers then compile the whole text).
 bool compile_shared_object(const Toolchain& tool, const std::string& source_path,
-                           const std::string& output_path, std::string* error);
+                           const std::string& output_path, std::string* error,
+                           const std::string& include_header = "");
+
+// Runs tool.command followed by `arguments` (which hold the flags), stdin
+// from stdin_path ("" = /dev/null), as compile_shared_object runs each
+// compiler (bounded, interruptible, shown at LAZYLUA_DEBUG=3). False +
+// *error (the failure and the compiler's first ~2 KB of output) on failure.
+bool run_compiler(const Toolchain& tool, const std::vector<std::string>& arguments,
+                  const std::string& stdin_path, std::string* error);
 
 // Generated sources put this line before each kernel's functions; the text
 // before the first one (includes, kernel math) is what every kernel needs.
