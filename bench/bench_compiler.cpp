@@ -1,5 +1,5 @@
 // bench_compiler.cpp - the compiler's targets, each measured side by side
-// with its reference in one run (DESIGN.md §8):
+// with its reference in one run (docs/architecture.md §8):
 //  W1  y = tanh((a*b + c)*0.5) + a on 16M f32: lazylua (native) against a
 //      hand-written fused C loop on the same threads, and against lazylua's
 //      eager mode;

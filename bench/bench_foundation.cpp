@@ -1,5 +1,5 @@
 // bench_foundation.cpp - the foundation's performance targets, each measured
-// side by side with its reference in one run (DESIGN.md §8):
+// side by side with its reference in one run (docs/architecture.md §8):
 //  (a) per-op overhead of tiny tensor ops called from Lua, against the
 //      target and against a Lua table's __add metamethod;
 //  (b) 16M-element f32 `c = a + b` from Lua against a plain C++ add loop

@@ -1,5 +1,5 @@
 // bench_lazy.cpp - what laziness costs, measured side by side in one run
-// (DESIGN.md §8):
+// (docs/architecture.md §8):
 //  (a) recording one op, against running the same op eagerly and against an
 //      empty Lua loop (targets: recording at most 1 µs; PyTorch's lazy
 //      tensor needs ~4.6 µs);

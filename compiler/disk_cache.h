@@ -1,4 +1,4 @@
-// disk_cache.h - compiled graphs kept on disk across processes (DESIGN.md §5,
+// disk_cache.h - compiled graphs kept on disk across processes (docs/architecture.md §5,
 // stage 6), so a second run of the same script compiles nothing and, since
 // the record holds the optimized program and its plan, does not even run
 // the passes and codegen.

@@ -1,6 +1,6 @@
 // fold_constants.h - constant folding.
 //
-// The IR can spell only the constants 0 and 1 (DESIGN.md §3: they are baked
+// The IR can spell only the constants 0 and 1 (docs/architecture.md §3: they are baked
 // in, every other number is a run input). So an instruction is folded when
 // its value is known at compile time and is 0, -0 or 1 in every element:
 // `1 + 0` becomes the constant 1 of the add's dtype, and a known value of a

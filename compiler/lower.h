@@ -1,5 +1,5 @@
 // lower.h - the lowering driver: a canonical program to a Plan and its C
-// source, through the stages of DESIGN.md §5 in order.
+// source, through the stages of docs/architecture.md §5 in order.
 //
 // Example (native_executor.cpp, on a compile-cache miss):
 //   Lowered lowered = lower(program_from_graph(graph), {.debug_level = 2});

@@ -220,7 +220,7 @@ void build(CompiledProgram& entry, uint64_t key, const Program& program, int deb
       if (debug_level >= 2) print_plan(entry.plan, "");
     }
     if (entry.plan.kernel_count > 0 && !entry.from_disk) {
-      // The last stage of DESIGN.md §5 after lower()'s: the C compiler.
+      // The last stage of docs/architecture.md §5 after lower()'s: the C compiler.
       const auto toolchain_start = std::chrono::steady_clock::now();
       if (debug_level >= 3) std::fprintf(stderr, "%s\n", entry.plan.source.c_str());
       DiskCache::DetachedBuild detached{key, entry.plan.source, entry.plan.summary,

@@ -1,4 +1,4 @@
-// passes.h - the optimization passes (DESIGN.md §5, stage 3), in the order
+// passes.h - the optimization passes (docs/architecture.md §5, stage 3), in the order
 // they run.
 //
 //   Program program = program_from_graph(graph);

@@ -1,6 +1,6 @@
 // plan_record.h - an optimized program and its plan as bytes, for the disk
 // cache (the CachedPlan message of cache_entry.proto), so that a disk hit in
-// a new process runs without the passes and codegen (DESIGN.md §5, stage 6).
+// a new process runs without the passes and codegen (docs/architecture.md §5, stage 6).
 //
 // Example (native_executor.cpp):
 //   Program canonical = program_from_graph(graph);

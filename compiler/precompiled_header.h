@@ -1,6 +1,7 @@
 // precompiled_header.h - the text every generated source starts with (the
 // includes and kernel math: common_source_text() in codegen.h), parsed once
-// per toolchain rather than by every graph's compile (DESIGN.md §5, stage 6).
+// per toolchain rather than by every graph's compile (docs/architecture.md,
+// stage 6).
 //
 // Parsing that text is about half of a typical graph's compile (~70 ms of
 // ~160 ms of CPU with GCC 12 at -O2), and a split build (compile_parts in

@@ -1,5 +1,5 @@
 // toolchain.h - the system C compiler: turns generated C into a shared object
-// and loads it with dlopen (DESIGN.md §5, stage 6).
+// and loads it with dlopen (docs/architecture.md §5, stage 6).
 //
 // Example:
 //   const Toolchain& cc = toolchain();

@@ -1,5 +1,5 @@
 // embedded_stdlib.cpp - `require` for the stdlib modules built into the
-// library (DESIGN.md §2): a searcher in package.searchers.
+// library (docs/architecture.md §2): a searcher in package.searchers.
 #include "interp/embedded_stdlib.h"
 
 #include <lua.hpp>

@@ -454,7 +454,7 @@ void create_context(lua_State* L) {
   context->collect_garbage_user = L;
   context->tensor_bytes_full_collection_at =
       allocator_bytes_in_use() + kMinTensorGrowthBetweenFullCollections;
-  // The compiler runs the graphs (DESIGN.md §2: interp installs it).
+  // The compiler runs the graphs (docs/architecture.md §2: interp installs it).
   context->executor = compiler::make_native_executor(compiler::compile_mode_from_environment(),
                                                      context->debug_level);
   if (StateData* data = state_data(L)) data->context = context;

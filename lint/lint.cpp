@@ -379,7 +379,7 @@ class FunctionChecker {
     reg(a + 1) = receiver;
     reg(a) = {Kind::unknown, method ? *method : "", pc};
     if (!method) return;
-    // optim's step() ends with tensor.mark_step() (DESIGN.md §10).
+    // optim's step() ends with tensor.mark_step() (docs/architecture.md §1).
     if (*method == "step" || *method == "mark_step") marks_[pc] = computes_[pc] = true;
     if (kSyncMethods.count(*method) || kMetadataMethods.count(*method)) {
       // Their results are Lua values, never tensors.

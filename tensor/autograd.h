@@ -1,4 +1,4 @@
-// autograd.h - reverse-mode gradients over tensor ops (DESIGN.md §6).
+// autograd.h - reverse-mode gradients over tensor ops (docs/architecture.md §6).
 //
 // Each differentiable op here runs the plain op of tensor.h and, when an
 // input requires a gradient (and grad mode is on), gives the result a

@@ -219,7 +219,7 @@ class Context : public RefCounted {
   std::unordered_map<const char*, std::string> chunk_files_;
 };
 
-// Text and Graphviz forms of a graph (DESIGN.md §4).
+// Text and Graphviz forms of a graph (docs/architecture.md §4).
 std::string graph_text(const Graph& graph);
 std::string graph_dot(const Graph& graph);
 

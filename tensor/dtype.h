@@ -36,7 +36,7 @@ constexpr bool is_integral(DType t) {
   return t == DType::i32 || t == DType::i64;
 }
 
-// "f32", "f64", "i32", "i64", "bool": the names of DESIGN.md §10.
+// "f32", "f64", "i32", "i64", "bool": the names of docs/tensor_api.md.
 const char* dtype_name(DType t);
 // Accepts the names above and the aliases "float", "double", "int", "long",
 // "float32", "float64", "int32", "int64", "boolean". Throws Error otherwise.

@@ -34,7 +34,7 @@ print(string.format("compiles %d disk %d native %d interpreted %d",
 LUA
 
 # Native code may sum in another order than the eager kernels: results
-# agree within 1e-5 relative (DESIGN.md §3's reassociation tolerance).
+# agree within 1e-5 relative (docs/architecture.md §3's reassociation tolerance).
 same_result() {  # same_result "result x y" "result x y"
   awk -v a="$1" -v b="$2" 'BEGIN {
     n = split(a, x, " "); m = split(b, y, " ");
