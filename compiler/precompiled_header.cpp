@@ -89,9 +89,9 @@ bool make_header(const Toolchain& tool, const std::string& path) {
     utimensat(AT_FDCWD, gch.c_str(), nullptr, 0);  // used now (remove_unused_headers)
     return true;
   }
-  // A Ctrl-C now would leave the process without the header: ~0.25 s is
-  // short enough to finish (toolchain() does the same with its trial build).
-  InterruptScope not_interruptible(nullptr);
+  // An interrupt stops this build as it stops a graph's (a slow or loaded
+  // compiler can take long here); the header is then tried again by the
+  // next compile (precompiled_common_header).
   std::vector<std::string> arguments;
   for (const std::string& flag : tool.flags) {
     if (flag != "-shared") arguments.push_back(flag);  // nothing is linked
@@ -138,6 +138,7 @@ std::string precompiled_common_header(const Toolchain& tool, const std::string& 
     const auto known = known_headers->find(path);
     if (known != known_headers->end()) return known->second ? path : "";
     const bool usable = make_header(tool, path);
+    if (!usable && interrupt_requested()) return "";  // not a verdict: tried again next time
     (*known_headers)[path] = usable;
     return usable ? path : "";
   } catch (const std::exception&) {  // bad_alloc: no header

@@ -44,9 +44,9 @@ namespace lazylua::compiler {
 
 // The path of the common header for `tool` in `directory` (a disk cache
 // directory: ours and trusted), its .gch made now if it is missing (a build
-// of ~0.25 s, not interruptible, once per directory and toolchain); "" when
-// it cannot be made or failed before in this process. Thread-safe; never
-// throws.
+// of ~0.25 s, once per directory and toolchain); "" when it cannot be made
+// or failed before in this process, or when an interrupt stopped its build
+// (tried again by the next call). Thread-safe; never throws.
 std::string precompiled_common_header(const Toolchain& tool, const std::string& directory);
 
 // Writes the generated C `source` to source_path and compiles it into the
