@@ -20,6 +20,7 @@
 
 #include "compiler/cache_entry.pb.h"
 #include "compiler/disk_cache.h"
+#include "test_directory.h"
 
 namespace lazylua::compiler {
 namespace {
@@ -33,16 +34,10 @@ class DiskCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(toolchain().works) << toolchain().why_not;
-    std::string pattern = fs::temp_directory_path() / "lazylua-test-cache-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    // Resolved, as the cache resolves its directory (a symlinked TMPDIR).
-    directory_ = fs::canonical(pattern).string();
+    directory_ = make_test_directory("cache");
+    ASSERT_FALSE(directory_.empty());
   }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::permissions(directory_, fs::perms::owner_all, fs::perm_options::add, ignored);
-    fs::remove_all(directory_, ignored);
-  }
+  void TearDown() override { remove_test_directory(directory_); }
 
   // Builds kSource under `key` in a cache of our directory and checks it runs.
   void build_entry(uint64_t key = kKey) {

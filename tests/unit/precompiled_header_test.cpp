@@ -18,6 +18,7 @@
 #include "compiler/disk_cache.h"
 #include "compiler/precompiled_header.h"
 #include "compiler/toolchain.h"
+#include "test_directory.h"
 
 namespace lazylua::compiler {
 namespace {
@@ -46,15 +47,10 @@ class PrecompiledHeaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(toolchain().works) << toolchain().why_not;
-    std::string pattern = fs::temp_directory_path() / "lazylua-test-pch-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    directory_ = fs::canonical(pattern).string();
+    directory_ = make_test_directory("pch");
+    ASSERT_FALSE(directory_.empty());
   }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::permissions(directory_, fs::perms::owner_all, fs::perm_options::add, ignored);
-    fs::remove_all(directory_, ignored);
-  }
+  void TearDown() override { remove_test_directory(directory_); }
 
   std::string read(const std::string& path) {
     std::string bytes, error;
