@@ -56,8 +56,9 @@ std::optional<int> silu_of(const Program& program, const Uses& uses,
       mul.dtype != DType::f32 || mul.shape != source.shape) {
     return std::nullopt;
   }
+  // `value` is an operand of the mul (its last user); the sigmoid is the other.
   const int sigmoid = mul.inputs[0] == value ? mul.inputs[1] : mul.inputs[0];
-  if (sigmoid == value || (mul.inputs[0] != value && mul.inputs[1] != value)) return std::nullopt;
+  if (sigmoid == value) return std::nullopt;  // x * x
   const Instruction& gate = program.instructions[sigmoid];
   if (gate.op != Op::unary || static_cast<UnaryOp>(gate.sub_op) != UnaryOp::sigmoid ||
       gate.inputs[0] != value || gate.dtype != DType::f32 || gate.shape != source.shape ||

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <mutex>
@@ -31,14 +30,6 @@ constexpr time_t kUnusedHeaderSeconds = 7 * 24 * 3600;
 // names one text and one toolchain, so what was found once holds.
 std::mutex headers_mutex;
 std::map<std::string, bool>* known_headers = new std::map<std::string, bool>();  // used at exit
-
-int debug_level() {
-  static const int level = [] {
-    const char* text = std::getenv("LAZYLUA_DEBUG");
-    return text ? std::atoi(text) : 0;
-  }();
-  return level;
-}
 
 std::string header_path(const Toolchain& tool, const std::string& directory) {
   const std::string named = common_source_text() + '\0' + tool.identity;
@@ -105,7 +96,7 @@ bool make_header(const Toolchain& tool, const std::string& path) {
   }
   unlink(temporary.c_str());  // after a failure
   if (!built) {
-    if (debug_level() >= 1) {
+    if (compiler_debug_level() >= 1) {
       std::fprintf(stderr, "[lazylua] no precompiled header %s: %s\n", gch.c_str(), error.c_str());
     }
     return false;
@@ -120,7 +111,7 @@ void forget_header(const std::string& path, const std::string& error) {
   std::lock_guard lock(headers_mutex);
   (*known_headers)[path] = false;
   unlink((path + ".gch").c_str());
-  if (debug_level() >= 1) {
+  if (compiler_debug_level() >= 1) {
     std::fprintf(stderr,
                  "[lazylua] the precompiled header %s.gch failed, removed it (the whole "
                  "source compiled):\n%s\n",

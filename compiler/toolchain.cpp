@@ -578,17 +578,21 @@ constexpr size_t kMinimumKernelsPerPart = 8;
 
 }  // namespace
 
+int compiler_debug_level() {
+  static const int level = [] {
+    const char* text = std::getenv("LAZYLUA_DEBUG");
+    return text ? std::atoi(text) : 0;
+  }();
+  return level;
+}
+
 bool run_compiler(const Toolchain& tool, const std::vector<std::string>& arguments,
                   const std::string& stdin_path, std::string* error) {
   std::vector<std::string> argv = tool.command;
   argv.insert(argv.end(), arguments.begin(), arguments.end());
   // LAZYLUA_DEBUG=3 shows the generated C (native_executor.cpp) and how
   // it is compiled, so a user can rerun the command by hand.
-  static const int debug_level = [] {
-    const char* level = std::getenv("LAZYLUA_DEBUG");
-    return level ? std::atoi(level) : 0;
-  }();
-  if (debug_level >= 3) {
+  if (compiler_debug_level() >= 3) {
     std::string line = "[lazylua] compile:";
     for (const std::string& word : argv) line += " " + word;
     std::fprintf(stderr, "%s < %s\n", line.c_str(),

@@ -151,6 +151,10 @@ size_t split_source_part_count(const std::string& source, int parallelism);
 // interpreted): LAZYLUA_CC_TIMEOUT, default 60. Detached ones too.
 int compile_timeout_seconds();
 
+// LAZYLUA_DEBUG's level (0 when unset), read once: 1 says why a build was
+// slow or failed, 3 shows every compiler command.
+int compiler_debug_level();
+
 // Makes sure the compilers this process runs (compile_shared_object) are
 // killed at exit, by an atexit handler registered now if it is not yet:
 // handlers registered after this call run before the kill (atexit runs
